@@ -1,0 +1,266 @@
+"""Wiring into FlyDSL 0.5.0: the virtual gfx1250 as FlyDSL's execution target.
+
+While `active()` is on, three FlyDSL seams are patched (once per process):
+
+1. `RocmBackend.pipeline_fragments` ends the pipeline right after `convert-fly-to-rocdl` +
+   `canonicalize` (scf still structured) with a versioned `ldssan{...}` sentinel fragment.
+   Fragments are part of FlyDSL's cache key, so emulated, instrumented and plain builds
+   never share a cache entry (FLYDSL_PIPELINE.md §5.4).
+2. `jit_function.PassManager.parse` replaces the sentinel with the Python pass registered
+   for it (the ldssan instrumentation, or nothing for plain emulation).
+3. `jit_function._call_state_from_spec` returns an `EmuCallState` for such artifacts: the
+   user's `launch(...)` with CPU tensors runs here, results land in the tensors.
+
+FlyDSL needs `FLYDSL_GPU_ARCH` (and `ARCH`) to pick gfx1250 without a GPU: `ARCH` alone
+leaves DSL helpers on gfx942 code paths (FLYDSL_PIPELINE.md §1).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from .irview import view_module
+from .launch import Launcher
+from .memory import GlobalMemory
+from .sched import Policy
+
+SENTINEL = "ldssan"
+VERSION = "0.1.0"
+
+
+@dataclass
+class EmuConfig:
+    policy: Policy = field(default_factory=Policy)
+    batch: int = 1
+    sanitize: bool = False
+    pass_options: str = ""  # folded into the sentinel: changes the cache key
+    launches: list = field(default_factory=list)  # LaunchRecord of every launch, in order
+    sanitizer_factory: object = None  # callable(site_table_json) -> sanitizer session, or None
+
+
+_state = threading.local()
+_installed = False
+_pass_registry: dict[str, object] = {}
+
+
+def current() -> EmuConfig | None:
+    return getattr(_state, "config", None)
+
+
+def register_pass(kind: str, fn) -> None:
+    """Name the Python pass run at the sentinel (`kind` is 'emu' or 'san')."""
+    _pass_registry[kind] = fn
+
+
+def force_gfx1250() -> None:
+    os.environ["FLYDSL_GPU_ARCH"] = "gfx1250"
+    os.environ["ARCH"] = "gfx1250"
+    if os.environ.get("COMPILE_ONLY", "0") not in ("", "0"):
+        raise RuntimeError("ldssan: COMPILE_ONLY is set, so FlyDSL would not launch anything; unset it")
+
+
+def _source_digest() -> str:
+    """Hash of this package's sources: editing ldssan invalidates its cache entries."""
+    here = os.path.dirname(os.path.dirname(__file__))
+    h = hashlib.sha256(VERSION.encode())
+    for root, _dirs, files in sorted(os.walk(os.path.dirname(here))):
+        for name in sorted(files):
+            if name.endswith(".py"):
+                with open(os.path.join(root, name), "rb") as f:
+                    h.update(f.read())
+    return h.hexdigest()[:12]
+
+
+_DIGEST = None
+
+
+def sentinel_fragment(cfg: EmuConfig) -> str:
+    global _DIGEST
+    if _DIGEST is None:
+        _DIGEST = _source_digest()
+    mode = "san" if cfg.sanitize else "emu"
+    opts = f",{cfg.pass_options}" if cfg.pass_options else ""
+    return f"{SENTINEL}{{v={VERSION}-{_DIGEST},mode={mode}{opts}}}"
+
+
+def install() -> None:
+    """Patch FlyDSL's seams (idempotent). They are inert unless a config is active."""
+    global _installed
+    if _installed:
+        return
+    from flydsl.compiler import jit_function
+    from flydsl.compiler.backends.rocm import RocmBackend
+
+    orig_fragments = RocmBackend.pipeline_fragments
+
+    def pipeline_fragments(self, *, compile_hints):
+        frags = orig_fragments(self, compile_hints=compile_hints)
+        cfg = current()
+        if cfg is None:
+            return frags
+        i = frags.index("convert-fly-to-rocdl")
+        if frags[i + 1] != "canonicalize":
+            raise RuntimeError("ldssan: FlyDSL's pipeline changed shape (no canonicalize after convert-fly-to-rocdl)")
+        return [*frags[: i + 2], sentinel_fragment(cfg)]
+
+    RocmBackend.pipeline_fragments = pipeline_fragments
+
+    base_pm = jit_function.PassManager
+
+    class PassManager(base_pm):
+        @classmethod
+        def parse(cls, pipeline: str, *args, **kwargs):
+            if SENTINEL + "{" not in pipeline:
+                return base_pm.parse(pipeline, *args, **kwargs)
+            return _split_pipeline(base_pm, pipeline)
+
+    jit_function.PassManager = PassManager
+
+    orig_call_state = jit_function._call_state_from_spec
+
+    def call_state_from_spec(call_spec, artifact):
+        if _is_emu_artifact(artifact):
+            return EmuCallState(call_spec, artifact)
+        return orig_call_state(call_spec, artifact)
+
+    jit_function._call_state_from_spec = call_state_from_spec
+    _installed = True
+
+
+def _split_pipeline(base_pm, pipeline: str):
+    """`builtin.module(a,b,ldssan{...})` -> a pass manager running a,b then the Python pass."""
+    inner = pipeline.strip()
+    prefix = "builtin.module("
+    if not inner.startswith(prefix) or not inner.endswith(")"):
+        raise RuntimeError(f"ldssan: unexpected pipeline text {pipeline[:80]!r}")
+    body = inner[len(prefix):-1]
+    at = body.index(SENTINEL + "{")
+    before = body[:at].rstrip(",")
+    sentinel = body[at:]
+    if "," in sentinel.split("}", 1)[1]:
+        raise RuntimeError("ldssan: passes after the ldssan sentinel are not supported")
+    mode = "san" if "mode=san" in sentinel else "emu"
+    pm = base_pm("builtin.module")
+    if before:
+        pm.add(before)
+    pm.add(_pass_registry.get(mode, _mark_emu), name=f"ldssan-{mode}")
+    return pm
+
+
+def _mark_emu(op, pass_) -> None:
+    """The sentinel pass of plain emulation: only tags the module as emulator input."""
+    from flydsl._mlir import ir
+
+    op.attributes["ldssan.emu"] = ir.StringAttr.get(VERSION)
+
+
+def _is_emu_artifact(artifact) -> bool:
+    flag = getattr(artifact, "_ldssan_emu", None)
+    if flag is None:
+        head = artifact._ir_text[: artifact._ir_text.find("{") + 4000]
+        flag = "ldssan.emu" in head
+        artifact._ldssan_emu = flag
+    return flag
+
+
+_VIEWS: dict[str, tuple] = {}
+
+
+def _view_of(artifact):
+    """Parse the artifact's module once per process (keyed by its text hash)."""
+    key = hashlib.sha256(artifact._ir_text.encode()).hexdigest()[:20]
+    got = _VIEWS.get(key)
+    if got is None:
+        from flydsl.compiler.jit_function import _create_mlir_context
+        from flydsl._mlir import ir
+
+        with _create_mlir_context():
+            module = ir.Module.parse(artifact._ir_text)
+            got = (view_module(module), key)
+        _VIEWS[key] = got
+    return got
+
+
+def _slot_value(storage, ctype=None):
+    """A filled ctypes slot as the emulator's value (numpy scalars; tuples for aggregates)."""
+    import numpy as np
+
+    if isinstance(storage, ctypes.Structure):
+        return tuple(_slot_value(getattr(storage, name), ct) for name, ct, *_ in storage._fields_)
+    if isinstance(storage, ctypes.Array):
+        return tuple(_slot_value(x, storage._type_) for x in storage)
+    ctype = ctype or type(storage)
+    v = storage.value if isinstance(storage, ctypes._SimpleCData) else storage
+    if ctype in (ctypes.c_void_p, ctypes.c_char_p):
+        return np.int64(v or 0)
+    if ctype is ctypes.c_float:
+        return np.float32(v)
+    if ctype is ctypes.c_double:
+        return np.float64(v)
+    if ctype is ctypes.c_bool:
+        return np.bool_(v)
+    return np.dtype(f"i{ctypes.sizeof(ctype)}").type(v)
+
+
+class EmuCallState:
+    """Stands in for FlyDSL's CallState: packs arguments the same way, runs them here."""
+
+    def __init__(self, call_spec, artifact):
+        self.spec = call_spec
+        self.artifact = artifact
+
+    def __call__(self, args_tuple):
+        from flydsl.compiler.jit_executor import build_abi_storage
+
+        cfg = current() or EmuConfig()
+        storages, _packed = build_abi_storage([ct for _i, ct, _f in self.spec])
+        for (i, _ct, fill), s in zip(self.spec, storages):
+            if fill is not None:
+                fill(args_tuple[i], s)
+        values = [_slot_value(s) for s in storages]
+        gmem = GlobalMemory()
+        _register_tensors(gmem, args_tuple)
+        view, key = _view_of(self.artifact)
+        sanitizer = None
+        if "ldssan.sites" in view.attrs and cfg.sanitizer_factory is not None:
+            sanitizer = cfg.sanitizer_factory(view.attrs["ldssan.sites"], self.artifact._entry)
+        launcher = Launcher(view, gmem, policy=cfg.policy, batch=cfg.batch, ir_key=key,
+                            sanitizer=sanitizer)
+        launcher.run_host(self.artifact._entry, values)
+        cfg.launches.extend(launcher.records)
+        if sanitizer is not None:
+            sanitizer.finish()
+        return None
+
+
+def _register_tensors(gmem: GlobalMemory, args) -> None:
+    import torch
+
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor):
+            gmem.add_tensor(a, name=f"arg{i}")
+        elif isinstance(a, (list, tuple)):
+            _register_tensors(gmem, a)
+        elif hasattr(a, "__dict__") and not isinstance(a, type):
+            for v in vars(a).values():
+                if isinstance(v, torch.Tensor):
+                    gmem.add_tensor(v, name=f"arg{i}")
+
+
+@contextmanager
+def active(config: EmuConfig | None = None):
+    """Run FlyDSL launches inside the block on the virtual gfx1250."""
+    force_gfx1250()
+    install()
+    cfg = config or EmuConfig()
+    prev = current()
+    _state.config = cfg
+    try:
+        yield cfg
+    finally:
+        _state.config = prev

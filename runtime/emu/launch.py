@@ -1,0 +1,148 @@
+"""Launching on the virtual gfx1250: the host launcher, LDS layout, workgroup batches.
+
+FlyDSL's own host function (`func.func @<jit name>`) is translated like a kernel (one
+lane) and run with the packed argument values, so grid, block, dynamic LDS and argument
+layout come from FlyDSL. Its `gpu.launch_func` lands in `Launcher.launch_kernel`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .codegen import Program, translate
+from .irview import ModuleView
+from .memory import GlobalMemory, LocalMemory
+from .sched import BatchDivergence, Policy, Scheduler
+from .types import byte_size
+from .wave import WAVE, WaveCtx
+
+LDS_LIMIT = 327680  # gfx1250 addressable LDS per workgroup
+STEP_BUDGET = 50_000_000
+LDS_FILL = 0xFF  # fresh LDS reads as NaN / -1: uninitialised data is visible to output checks
+
+
+def lds_layout(view: ModuleView, dynamic_bytes: int = 0) -> tuple[dict[str, int], int]:
+    """Offsets of the module's LDS globals, in declaration order, and the total size."""
+    offsets: dict[str, int] = {}
+    cur = 0
+    dynamic: list[str] = []
+    for g in view.globals.values():
+        if g.addr_space != 3:
+            continue
+        size = byte_size(g.type)
+        if size == 0:
+            dynamic.append(g.name)
+            continue
+        align = max(1, g.alignment)
+        cur = (cur + align - 1) // align * align
+        offsets[g.name] = cur
+        cur += size
+    cur = (cur + 15) // 16 * 16
+    for name in dynamic:
+        offsets[name] = cur
+    return offsets, cur + dynamic_bytes
+
+
+@dataclass
+class LaunchRecord:
+    kernel: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    lds_bytes: int
+    policy: str
+    seconds: float = 0.0
+    wave_steps: int = 0
+    batch: int = 1
+    stats: dict = field(default_factory=dict)
+
+
+class Launcher:
+    """Runs the launches of one host call against `gmem`."""
+
+    def __init__(self, view: ModuleView, gmem: GlobalMemory, *, policy: Policy, batch: int = 1,
+                 ir_key: str = "", sanitizer=None):
+        self.view = view
+        self.gmem = gmem
+        self.policy = policy
+        self.batch = max(1, batch)
+        self.ir_key = ir_key
+        self.sanitizer = sanitizer  # object with .begin_batch(...) -> per-wave hooks, or None
+        self.records: list[LaunchRecord] = []
+
+    def run_host(self, host_name: str, values: list) -> None:
+        prog = translate(self.view, host_name, cache_key=f"{self.ir_key}:host:{host_name}")
+        ctx = HostCtx(self)
+        gen = prog.wave_fn(ctx, tuple(values))
+        for _ in gen:
+            raise RuntimeError("ldssan-emu: the host launcher yielded (barrier or wait on the host?)")
+
+    def launch_kernel(self, name: str, grid, block, smem: int, args: tuple) -> None:
+        grid = tuple(int(x) for x in grid)
+        block = tuple(int(x) for x in block)
+        fn = self.view.functions.get(name)
+        if fn is None or not fn.is_kernel:
+            raise RuntimeError(f"ldssan-emu: gpu.launch_func names @{name}, which is not a kernel of the module")
+        n_threads = block[0] * block[1] * block[2]
+        if n_threads <= 0 or n_threads > 1024 or min(grid) <= 0:
+            raise ValueError(f"ldssan-emu: bad launch geometry grid={grid} block={block} for @{name}")
+        offsets, lds_bytes = lds_layout(self.view, int(smem))
+        if lds_bytes > LDS_LIMIT:
+            raise ValueError(f"ldssan-emu: @{name} needs {lds_bytes} bytes of LDS; gfx1250 has {LDS_LIMIT}")
+        rec = LaunchRecord(name, grid, block, lds_bytes, str(self.policy))
+        t0 = time.perf_counter()
+        groups = list(itertools.product(range(grid[2]), range(grid[1]), range(grid[0])))
+        groups = [(x, y, z) for z, y, x in groups]
+        batch = self.batch
+        lds = None
+        i = 0
+        while i < len(groups):
+            chunk = groups[i:i + batch]
+            if lds is None or lds.n_groups != len(chunk):
+                lds = LocalMemory(lds_bytes, len(chunk), fill=LDS_FILL)
+            try:
+                rec.wave_steps += self._run_batch(name, chunk, grid, block, lds, offsets, args)
+            except BatchDivergence:
+                if batch == 1:
+                    raise
+                batch = 1  # control flow differs across workgroups: run them one by one
+                lds = None
+                continue
+            i += len(chunk)
+        rec.batch = batch
+        rec.seconds = time.perf_counter() - t0
+        self.records.append(rec)
+
+    def _run_batch(self, name, chunk, grid, block, lds, offsets, args) -> int:
+        batched = len(chunk) > 1
+        prog: Program = translate(self.view, name, batched=batched, cache_key=f"{self.ir_key}:{name}")
+        n_threads = block[0] * block[1] * block[2]
+        n_waves = (n_threads + WAVE - 1) // WAVE
+        budget = [STEP_BUDGET]
+        waves = [WaveCtx(wave=w, n_waves=n_waves, groups=chunk, block=block, grid=grid, lds=lds,
+                         gmem=self.gmem, lds_offsets=offsets, batched=batched, budget=budget)
+                 for w in range(n_waves)]
+        on_end = None
+        if self.sanitizer is not None:
+            on_end = self.sanitizer.begin_batch(prog, waves, chunk, grid, lds.lds_bytes)
+        sched = Scheduler(prog, waves, args, self.policy, on_wave_end=on_end)
+        sched.run()
+        if self.sanitizer is not None:
+            self.sanitizer.end_batch()
+        return sched.steps
+
+
+class HostCtx:
+    """`ctx` of the host launcher: one lane, and the launch entry point."""
+
+    def __init__(self, launcher: Launcher):
+        self.L = 1
+        self.mask = np.ones(1, dtype=bool)
+        self.mask_full = True
+        self.launcher = launcher
+
+    def tick(self) -> None:
+        pass

@@ -1,0 +1,108 @@
+"""Memory of the virtual gfx1250: the caller's tensors as global memory, and LDS.
+
+Global memory is the host memory of the launch's CPU tensors, viewed in place (results
+land in the tensors). Every access is checked against the registered regions: an address
+outside every tensor is an error naming the address, never a silent host read.
+
+LDS is one flat byte array per batch: workgroup g of the batch owns bytes
+[g*lds_bytes, (g+1)*lds_bytes). LDS pointers in the kernel are offsets within the
+workgroup's LDS; the per-lane group base is added here.
+"""
+
+from __future__ import annotations
+
+import bisect
+import ctypes
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class EmuMemoryError(RuntimeError):
+    pass
+
+
+@dataclass
+class Region:
+    base: int
+    size: int
+    view: np.ndarray  # uint8, writable, aliases the tensor's storage
+    name: str
+
+
+class GlobalMemory:
+    def __init__(self) -> None:
+        self.regions: list[Region] = []
+        self._bases: list[int] = []
+
+    def add(self, base: int, size: int, name: str = "") -> None:
+        if size <= 0 or base == 0:
+            return
+        for r in self.regions:
+            if r.base <= base < r.base + r.size and base + size <= r.base + r.size:
+                return  # a view of a region we already have
+        view = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(base))
+        i = bisect.bisect(self._bases, base)
+        self._bases.insert(i, base)
+        self.regions.insert(i, Region(base, size, view, name))
+
+    def add_tensor(self, tensor, name: str = "") -> None:
+        if tensor.device.type != "cpu":
+            raise EmuMemoryError(
+                f"the virtual gfx1250 runs on CPU tensors; argument {name or '?'} is on {tensor.device}")
+        storage = tensor.untyped_storage()
+        self.add(storage.data_ptr(), storage.nbytes(), name)
+
+    def region_of(self, addr: int, nbytes: int) -> Region:
+        i = bisect.bisect(self._bases, addr) - 1
+        if i >= 0:
+            r = self.regions[i]
+            if addr + nbytes <= r.base + r.size:
+                return r
+        raise EmuMemoryError(
+            f"global memory access of {nbytes} bytes at 0x{addr:x} is outside every tensor of the launch")
+
+    def locate(self, addr: np.ndarray, nbytes: int) -> tuple[Region, np.ndarray]:
+        """The region all `addr` fall in, and their offsets into it (one region per access)."""
+        lo = int(addr.min())
+        hi = int(addr.max())
+        r = self.region_of(lo, nbytes)
+        if hi + nbytes > r.base + r.size:
+            # Lanes spread over several tensors: rare; check each lane.
+            for a in np.unique(addr):
+                self.region_of(int(a), nbytes)
+            raise EmuMemoryError("a single global access spans several tensors; not supported")
+        return r, addr - r.base
+
+    def read(self, addr: np.ndarray, dtype: np.dtype, count: int = 1) -> np.ndarray:
+        """Gather `count` elements of `dtype` at each address -> (n, count) array."""
+        nb = dtype.itemsize * count
+        r, off = self.locate(addr, nb)
+        idx = off[:, None] + np.arange(nb, dtype=np.int64)
+        return r.view[idx].view(dtype).reshape(len(addr), count)
+
+    def write(self, addr: np.ndarray, data: np.ndarray) -> None:
+        """Scatter rows of `data` (n, k) of some dtype at `addr` (n,)."""
+        raw = np.ascontiguousarray(data).view(np.uint8).reshape(len(addr), -1)
+        r, off = self.locate(addr, raw.shape[1])
+        idx = off[:, None] + np.arange(raw.shape[1], dtype=np.int64)
+        r.view[idx] = raw
+
+
+class LocalMemory:
+    """LDS of a batch of workgroups, with an out-of-range flag per access."""
+
+    def __init__(self, lds_bytes: int, n_groups: int, fill: int | None = None):
+        self.lds_bytes = lds_bytes
+        self.n_groups = n_groups
+        self.data = np.zeros(max(1, lds_bytes) * n_groups, dtype=np.uint8)
+        if fill is not None:
+            self.data[:] = fill
+
+    def flat_index(self, group_base: np.ndarray, addr: np.ndarray, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
+        """Byte indices (n, nbytes) and an in-range mask (n,)."""
+        addr = addr.astype(np.int64, copy=False)
+        ok = (addr >= 0) & (addr + nbytes <= self.lds_bytes)
+        safe = np.where(ok, addr, 0)
+        idx = (group_base + safe)[:, None] + np.arange(nbytes, dtype=np.int64)
+        return idx, ok

@@ -1,0 +1,31 @@
+"""Op emitters of the virtual gfx1250: one small function per MLIR op, keyed by op name.
+
+An emitter receives the `Translator` and the `Op` and writes the Python lines that run the
+op for one wave (see `codegen.py` for the value layout). Registering a name twice is an
+error, and an op with no emitter stops translation with `UnsupportedOp` naming the op and
+its Python source line.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+EMITTERS: dict[str, Callable] = {}
+
+
+def emits(*names: str):
+    def register(fn):
+        for name in names:
+            if name in EMITTERS:
+                raise RuntimeError(f"ldssan-emu: op {name!r} registered twice ({EMITTERS[name].__name__}, {fn.__name__})")
+            EMITTERS[name] = fn
+        return fn
+
+    return register
+
+
+def load_all() -> dict[str, Callable]:
+    """Import every dialect module so their emitters register (idempotent)."""
+    from . import arith, gpu, llvm, math, rocdl, scf, sanitizer, vector  # noqa: F401
+
+    return EMITTERS

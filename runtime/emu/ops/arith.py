@@ -1,0 +1,148 @@
+"""arith dialect: integer and float arithmetic, comparisons, casts, constants."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..irview import DenseAttr, Op
+from ..types import Type
+from . import emits
+
+_BINARY = {
+    "arith.addi": "({a} + {b})", "arith.subi": "({a} - {b})", "arith.muli": "({a} * {b})",
+    "arith.andi": "({a} & {b})", "arith.ori": "({a} | {b})", "arith.xori": "({a} ^ {b})",
+    "arith.addf": "({a} + {b})", "arith.subf": "({a} - {b})", "arith.mulf": "({a} * {b})",
+    "arith.divf": "({a} / {b})", "arith.remf": "np.fmod({a}, {b})",
+    "arith.maxsi": "np.maximum({a}, {b})", "arith.minsi": "np.minimum({a}, {b})",
+    "arith.maxui": "R.umax({a}, {b})", "arith.minui": "R.umin({a}, {b})",
+    "arith.maximumf": "np.maximum({a}, {b})", "arith.minimumf": "np.minimum({a}, {b})",
+    "arith.maxnumf": "np.fmax({a}, {b})", "arith.minnumf": "np.fmin({a}, {b})",
+    "arith.divsi": "R.divsi({a}, {b})", "arith.divui": "R.divui({a}, {b})",
+    "arith.remsi": "R.remsi({a}, {b})", "arith.remui": "R.remui({a}, {b})",
+    "arith.floordivsi": "R.floordivsi({a}, {b})", "arith.ceildivsi": "R.ceildivsi({a}, {b})",
+    "arith.shli": "R.shli({a}, {b})", "arith.shrsi": "R.shrsi({a}, {b})",
+    "arith.shrui": "R.shrui({a}, {b})",
+}
+
+
+def _dtype_expr(t: Type) -> str:
+    return f"np.dtype({t.scalar.dtype.name!r})" if t.scalar.kind != "float" or t.scalar.name in (
+        "f16", "f32", "f64") else f"R.DTYPES[{t.scalar.name!r}]"
+
+
+def binary(t, op: Op) -> None:
+    a, b = (t.v(x) for x in op.operands)
+    # Operands already carry the result's dtype, and numpy keeps it (wrapping integers).
+    t.out(f"{t.v(op.results[0])} = {_BINARY[op.name].format(a=a, b=b)}")
+
+
+for _name in _BINARY:
+    emits(_name)(binary)
+
+
+@emits("arith.negf")
+def negf(t, op: Op) -> None:
+    t.out(f"{t.v(op.results[0])} = -{t.v(op.operands[0])}")
+
+
+@emits("arith.constant", "llvm.mlir.constant")
+def constant(t, op: Op) -> None:
+    rt = op.result_types[0]
+    value = op.attr("value")
+    t.out(f"{t.v(op.results[0])} = {const_expr(value, rt)}")
+
+
+def const_expr(value, rt: Type) -> str:
+    """A Python expression for a constant of type `rt` (uniform layout)."""
+    if isinstance(value, DenseAttr):
+        return f"R.dense({value.text!r}, {str(rt)!r})"
+    if rt.kind == "vector":
+        dt = _dtype_expr(rt)
+        return f"np.full({rt.count}, {value!r}, dtype={dt})"
+    if rt.kind == "int" and rt.width == 1:
+        return "np.bool_(True)" if value else "np.bool_(False)"
+    if rt.kind in ("int", "index"):
+        bits = rt.width if rt.kind == "int" else 64
+        v = int(value) & ((1 << bits) - 1)
+        if v >= 1 << (bits - 1):
+            v -= 1 << bits
+        return f"np.{rt.dtype.name}({v})"
+    if rt.kind == "float":
+        return f"{_dtype_expr(rt)}.type({float(value)!r})"
+    raise TypeError(f"constant of type {rt}")
+
+
+@emits("arith.cmpi", "llvm.icmp")
+def cmpi(t, op: Op) -> None:
+    a, b = (t.v(x) for x in op.operands)
+    t.out(f"{t.v(op.results[0])} = np.asarray(R.cmpi({int(op.attr('predicate'))}, {a}, {b}))[()]")
+
+
+@emits("arith.cmpf", "llvm.fcmp")
+def cmpf(t, op: Op) -> None:
+    a, b = (t.v(x) for x in op.operands)
+    t.out(f"{t.v(op.results[0])} = np.asarray(R.cmpf({int(op.attr('predicate'))}, {a}, {b}))[()]")
+
+
+@emits("arith.select", "llvm.select")
+def select(t, op: Op) -> None:
+    c, a, b = op.operands
+    res = op.results[0]
+    if t.uniform(c):
+        t.out(f"{t.v(res)} = {t.v(a)} if {t.v(c)} else {t.v(b)}")
+        return
+    t.out(f"{t.v(res)} = R.select({t.v(c)}, {t.as_shape(a, False)}, {t.as_shape(b, False)})")
+
+
+def _cast(fn: str):
+    def emit(t, op: Op) -> None:
+        dt = _dtype_expr(op.result_types[0])
+        t.out(f"{t.v(op.results[0])} = np.asarray(R.{fn}({t.v(op.operands[0])}, {dt}))[()]")
+
+    return emit
+
+
+emits("arith.index_cast", "arith.extsi", "llvm.sext")(_cast("extsi"))
+emits("arith.index_castui", "arith.extui", "llvm.zext")(_cast("extui"))
+emits("arith.trunci", "llvm.trunc")(_cast("trunci"))
+emits("arith.sitofp", "llvm.sitofp")(_cast("fconv"))
+emits("arith.uitofp", "llvm.uitofp")(_cast("uitofp"))
+emits("arith.fptosi", "llvm.fptosi")(_cast("fptosi"))
+emits("arith.fptoui", "llvm.fptoui")(_cast("fptoui"))
+emits("arith.extf", "arith.truncf", "llvm.fpext", "llvm.fptrunc")(_cast("fconv"))
+
+
+@emits("arith.bitcast", "llvm.bitcast", "vector.bitcast")
+def bitcast(t, op: Op) -> None:
+    rt = op.result_types[0]
+    src, res = op.operands[0], op.results[0]
+    if op.operand_types and op.operand_types[0].kind == "ptr":
+        t.out(f"{t.v(res)} = {t.v(src)}")
+        return
+    vec = rt.count if rt.kind == "vector" else None
+    fn = "bitcast_uniform" if t.uniform(src) else "bitcast_lanes"
+    t.out(f"{t.v(res)} = R.{fn}({t.v(src)}, {_dtype_expr(rt)}, {vec})")
+
+
+@emits("arith.addui_extended")
+def addui_extended(t, op: Op) -> None:
+    a, b = (t.v(x) for x in op.operands)
+    s, c = op.results
+    t.out(f"{t.v(s)} = ({a} + {b})")
+    t.out(f"{t.v(c)} = np.asarray(R.cmpi(6, {t.v(s)}, {a}))[()]")
+
+
+@emits("arith.mulsi_extended", "arith.mului_extended")
+def mul_extended(t, op: Op) -> None:
+    a, b = (t.v(x) for x in op.operands)
+    lo, hi = op.results
+    bits = op.result_types[0].width
+    fn = "extsi" if op.name == "arith.mulsi_extended" else "extui"
+    t.out(f"{t.tmp('w')} = None")
+    t.out(f"_p = R.{fn}({a}, np.dtype('int64')) * R.{fn}({b}, np.dtype('int64'))")
+    dt = _dtype_expr(op.result_types[0])
+    t.out(f"{t.v(lo)} = np.asarray(R.trunci(_p, {dt}))[()]")
+    t.out(f"{t.v(hi)} = np.asarray(R.trunci(_p >> {bits}, {dt}))[()]")
+
+
+_ = np  # numpy is used by generated code through this module's expressions

@@ -1,0 +1,231 @@
+"""The scheduler: runs the waves of a (batch of) workgroup(s) under a chosen policy.
+
+Waves are generators; they yield at barriers, counter waits and copy issues. At every
+yield the policy picks the next wave to advance (`round-robin`, `reverse`, `random(seed)`)
+and, for in-flight async/TDM copies, when they land (`late`: at the forcing wait,
+`early`: at issue, `random`: at a random point before the forcing wait). The happens-before
+verdict never depends on these choices; only the values a racy kernel computes do.
+
+Every loop is bounded: a wave that never reaches a barrier others wait at is a deadlock
+error naming each wave's position; a runaway kernel exhausts the step budget.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .wave import StepBudgetExceeded, WaveCtx
+
+ORDERS = ("round-robin", "reverse", "random")
+ASYNC = ("late", "early", "random")
+
+
+class DeadlockError(RuntimeError):
+    pass
+
+
+class BatchDivergence(RuntimeError):
+    """Batched workgroups took different paths at a barrier; rerun them one at a time."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    order: str = "round-robin"
+    seed: int = 0
+    async_completion: str = "late"
+
+    @classmethod
+    def parse(cls, text: str) -> "Policy":
+        """`round-robin`, `reverse`, `random(7)`, optionally `+late|early|random` (e.g. `random(3)+early`)."""
+        text = text.strip()
+        order, _, comp = text.partition("+")
+        comp = comp or "late"
+        m = re.fullmatch(r"(round-robin|rr|reverse|random)(?:\((\d+)\))?", order.strip())
+        if not m or comp not in ASYNC:
+            raise ValueError(
+                f"unknown scheduler policy {text!r}: use round-robin, reverse or random(SEED), "
+                f"optionally followed by +late, +early or +random")
+        name = "round-robin" if m.group(1) == "rr" else m.group(1)
+        return cls(name, int(m.group(2) or 0), comp)
+
+    def __str__(self) -> str:
+        order = f"random({self.seed})" if self.order == "random" else self.order
+        return order if self.async_completion == "late" else f"{order}+{self.async_completion}"
+
+
+ALL_POLICIES = (Policy("round-robin"), Policy("reverse"), Policy("random", 1), Policy("random", 2),
+                Policy("round-robin", 0, "early"), Policy("random", 3, "random"))
+
+
+@dataclass
+class _Barrier:
+    phase: int = 0
+    arrived: set = field(default_factory=set)
+
+
+class Scheduler:
+    def __init__(self, program, waves: list[WaveCtx], args, policy: Policy, *, on_wave_end=None):
+        self.program = program
+        self.waves = waves
+        self.gens = [program.wave_fn(w, args) for w in waves]
+        self.policy = policy
+        self.rng = random.Random(policy.seed)
+        self.live = set(range(len(waves)))
+        self.ready = list(range(len(waves)))
+        self.blocked: dict[int, tuple[int, int]] = {}  # wave -> (barrier id, phase awaited)
+        self.awaiting: dict[tuple[int, int], int] = {}  # (wave, barrier) -> phase it signalled in
+        self.barriers: dict[int, _Barrier] = {}
+        self.cursor = -1
+        self.on_wave_end = on_wave_end
+        self.steps = 0
+
+    # -- policy ----------------------------------------------------------------------------
+    def _pick(self) -> int:
+        ready = self.ready
+        if self.policy.order == "random":
+            return ready[self.rng.randrange(len(ready))]
+        n = len(self.waves)
+        step = -1 if self.policy.order == "reverse" else 1
+        start = self.cursor if self.cursor >= 0 else (n if step < 0 else -1)
+        for k in range(1, n + 1):
+            w = (start + step * k) % n
+            if w in ready:
+                self.cursor = w
+                return w
+        raise AssertionError("no ready wave")
+
+    # -- barrier bookkeeping ---------------------------------------------------------------------
+    def _barrier(self, bid: int) -> _Barrier:
+        return self.barriers.setdefault(bid, _Barrier())
+
+    def _signal(self, w: int, bid: int) -> None:
+        b = self._barrier(bid)
+        b.arrived.add(w)
+        self.awaiting[(w, bid)] = b.phase
+        self._maybe_complete(bid)
+
+    def _maybe_complete(self, bid: int) -> None:
+        b = self._barrier(bid)
+        if b.arrived and self.live <= b.arrived:
+            b.phase += 1
+            b.arrived.clear()
+            for w, (wb, ph) in list(self.blocked.items()):
+                if wb == bid and ph < b.phase:
+                    del self.blocked[w]
+                    self.ready.append(w)
+
+    def _wait(self, w: int, bid: int) -> None:
+        b = self._barrier(bid)
+        ph = self.awaiting.pop((w, bid), b.phase)
+        if ph < b.phase:
+            return  # phase already complete
+        self.ready.remove(w)
+        self.blocked[w] = (bid, ph)
+
+    # -- the run loop -------------------------------------------------------------------------------
+    def run(self) -> None:
+        while self.live:
+            if not self.ready:
+                raise DeadlockError(self._deadlock_message())
+            w = self._pick()
+            self._step(w)
+
+    def _step(self, w: int) -> None:
+        ctx = self.waves[w]
+        if self.policy.async_completion == "random":
+            self._random_completions(ctx)
+        try:
+            ev = next(self.gens[w])
+        except StopIteration:
+            self._end(w)
+            return
+        except Exception as exc:
+            self._annotate(exc, w)
+            raise
+        self.steps += 1
+        kind = ev[0]
+        if kind == "barrier":
+            self._check_batch(ctx, ev[2])
+            self._signal(w, ev[1])
+            self._wait(w, ev[1])
+        elif kind == "signal":
+            self._check_batch(ctx, ev[2])
+            self._signal(w, ev[1])
+        elif kind == "wait":
+            self._wait(w, ev[1])
+        elif kind == "waitcnt":
+            ctx.complete_until(ev[1], ev[2])
+        elif kind == "wait_asyncmark":
+            self._wait_asyncmark(ctx, ev[1])
+        elif kind == "issue":
+            if self.policy.async_completion == "early":
+                ctx.complete_until(ev[1], 0)
+        else:
+            raise RuntimeError(f"ldssan-emu: unknown scheduler event {ev!r}")
+
+    def _wait_asyncmark(self, ctx: WaveCtx, n: int) -> None:
+        # Complete every copy issued before the oldest of the newest n marks.
+        if len(ctx.marks) > n:
+            upto = ctx.marks[len(ctx.marks) - n - 1]
+            for q in ctx.pending.values():
+                while q and q[0].seq < upto:
+                    q.popleft().complete()
+            del ctx.marks[: len(ctx.marks) - n]
+
+    def _random_completions(self, ctx: WaveCtx) -> None:
+        for q in ctx.pending.values():
+            while q and self.rng.random() < 0.5:
+                q.popleft().complete()
+
+    def _check_batch(self, ctx: WaveCtx, mask) -> None:
+        if ctx.L == 32:
+            return
+        active = np.asarray(mask).reshape(-1, 32).any(axis=1)
+        if not (active == ctx.groups_active).all():
+            raise BatchDivergence(f"wave {ctx.wave}: batched workgroups diverge at a barrier")
+
+    def _end(self, w: int) -> None:
+        ctx = self.waves[w]
+        ctx.drain()
+        self.live.discard(w)
+        self.ready.remove(w)
+        if self.on_wave_end is not None:
+            self.on_wave_end(ctx)
+        for bid in list(self.barriers):
+            self._maybe_complete(bid)
+
+    # -- diagnostics ----------------------------------------------------------------------------
+    def position(self, w: int) -> str:
+        frame = self.gens[w].gi_frame
+        if frame is None:
+            return "finished"
+        at = self.program.op_at(frame.f_lineno)
+        return f"'{at[0]}' at {at[1]}" if at else f"line {frame.f_lineno} of the translated kernel"
+
+    def _deadlock_message(self) -> str:
+        lines = ["ldssan-emu: deadlock — every live wave is blocked:"]
+        for w in sorted(self.live):
+            bid, ph = self.blocked.get(w, (None, None))
+            what = f"waiting at barrier {bid} (phase {ph})" if bid is not None else "blocked"
+            lines.append(f"  wave {w}: {what} in {self.position(w)}")
+        done = sorted(set(range(len(self.waves))) - self.live)
+        if done:
+            lines.append(f"  finished waves: {done}")
+        for bid, b in self.barriers.items():
+            lines.append(f"  barrier {bid}: phase {b.phase}, arrived {sorted(b.arrived)} of live {sorted(self.live)}")
+        return "\n".join(lines)
+
+    def _annotate(self, exc: Exception, w: int) -> None:
+        tb = exc.__traceback__
+        at = None
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == self.program.filename:
+                at = self.program.op_at(tb.tb_lineno)
+            tb = tb.tb_next
+        where = f"'{at[0]}' at {at[1]}" if at else self.position(w)
+        if isinstance(exc, StepBudgetExceeded) or hasattr(exc, "add_note"):
+            exc.add_note(f"ldssan-emu: while running wave {w} of kernel {self.program.name}: {where}")

@@ -1,0 +1,146 @@
+"""Static uniformity: which SSA values are the same in every lane of a (batched) wave.
+
+Uniform values stay numpy scalars (or (n,) vectors) in the generated code, per-lane values
+are (L,) / (L, n) arrays. Knowing this at translation time removes the shape ambiguity
+between a uniform vector<32 x T> and a per-lane scalar, and keeps loop counters scalar.
+
+A value is per-lane when an operand is, when the op is a per-lane source (thread ids,
+atomics returning old values, cross-lane shuffles), or when it is the result of a region op
+whose control is per-lane (scf.if on a per-lane condition merges two sides). Loop-carried
+values are solved to a fixpoint. Workgroup ids are per-lane because workgroups are batched
+along the lane axis.
+"""
+
+from __future__ import annotations
+
+from .irview import Block, Op
+
+# Ops whose results differ across lanes even when every operand is uniform.
+LANE_SOURCES = frozenset({
+    "gpu.thread_id", "gpu.lane_id", "gpu.global_id", "gpu.cluster_id", "gpu.cluster_block_id",
+    "rocdl.workitem.id.x", "rocdl.workitem.id.y", "rocdl.workitem.id.z",
+    "rocdl.mbcnt.lo", "rocdl.mbcnt.hi",
+    "gpu.shuffle", "rocdl.ds_swizzle", "rocdl.ds_bpermute", "rocdl.permlanex16",
+    "rocdl.permlane16.swap", "rocdl.permlane32.swap", "rocdl.update.dpp", "rocdl.mov.dpp",
+    "llvm.atomicrmw", "llvm.cmpxchg",
+    # WMMA results hold a lane's fragment of the accumulator.
+})
+LANE_SOURCE_PREFIXES = ("rocdl.wmma", "rocdl.swmmac", "rocdl.ds.load.tr")
+
+# Ops whose results are uniform whatever their operands.
+UNIFORM_SOURCES = frozenset({
+    "rocdl.wave.id", "gpu.subgroup_id", "gpu.num_subgroups", "gpu.subgroup_size",
+    "gpu.block_dim", "gpu.grid_dim", "rocdl.workgroup.dim.x", "rocdl.workgroup.dim.y",
+    "rocdl.workgroup.dim.z",
+})
+# Uniform within one workgroup only: per-lane when workgroups are batched on the lane axis.
+GROUP_UNIFORM = frozenset({
+    "rocdl.readfirstlane", "rocdl.readlane", "rocdl.ballot", "gpu.block_id",
+    "rocdl.workgroup.id.x", "rocdl.workgroup.id.y", "rocdl.workgroup.id.z",
+})
+
+
+def _yield_operands(blocks: list[Block]) -> tuple[int, ...]:
+    for blk in blocks:
+        if blk.ops and blk.ops[-1].name in ("scf.yield", "scf.condition"):
+            return blk.ops[-1].operands
+    return ()
+
+
+def _reads_lds(op: Op) -> bool:
+    # LDS is per workgroup, so even a uniform LDS address reads per-lane data under batching.
+    return op.name == "llvm.load" and op.operand_types[0].kind == "ptr" and op.operand_types[0].width == 3
+
+
+class Uniformity:
+    def __init__(self, batched: bool) -> None:
+        self.varying: set[int] = set()
+        self.batched = batched
+
+    def is_uniform(self, vid: int) -> bool:
+        return vid not in self.varying
+
+    def _mark(self, vids) -> bool:
+        before = len(self.varying)
+        self.varying.update(vids)
+        return len(self.varying) != before
+
+    def run(self, blocks: list[Block]) -> None:
+        for blk in blocks:
+            for op in blk.ops:
+                self.op(op)
+
+    def op(self, op: Op) -> None:
+        name = op.name
+        if name == "scf.for":
+            self._loop(op, carried_from=3, region=0)
+        elif name == "scf.while":
+            self._while(op)
+        elif name == "scf.if":
+            self._if(op)
+        elif op.regions:
+            for region in op.regions:
+                self.run(region)
+            if any(v in self.varying for v in op.operands):
+                self._mark(op.results)
+        elif name in UNIFORM_SOURCES or (name in GROUP_UNIFORM and not self.batched):
+            return
+        elif name in GROUP_UNIFORM or name in LANE_SOURCES or name.startswith(LANE_SOURCE_PREFIXES) \
+                or _reads_lds(op):
+            self._mark(op.results)
+        elif any(v in self.varying for v in op.operands):
+            self._mark(op.results)
+
+    def _if(self, op: Op) -> None:
+        for region in op.regions:
+            self.run(region)
+        if op.operands[0] in self.varying:
+            self._mark(op.results)
+            return
+        for region in op.regions:
+            ys = _yield_operands(region)
+            self._mark(r for r, y in zip(op.results, ys) if y in self.varying)
+
+    def _loop(self, op: Op, carried_from: int, region: int) -> None:
+        body = op.regions[region]
+        iv, *iter_args = body[0].args
+        lb, ub, step, *inits = op.operands
+        if any(v in self.varying for v in (lb, ub, step)):
+            # A per-lane trip count makes everything the loop carries per-lane.
+            self._mark([iv, *iter_args, *op.results])
+        self._mark(a for a, i in zip(iter_args, inits) if i in self.varying)
+        while True:
+            self.run(body)
+            ys = _yield_operands(body)
+            changed = self._mark(a for a, y in zip(iter_args, ys) if y in self.varying)
+            if not changed:
+                break
+        self._mark(r for r, a in zip(op.results, iter_args) if a in self.varying)
+
+    def _while(self, op: Op) -> None:
+        before, after = op.regions
+        b_args = before[0].args
+        a_args = after[0].args
+        self._mark(a for a, i in zip(b_args, op.operands) if i in self.varying)
+        while True:
+            self.run(before)
+            cond = before[0].ops[-1]  # scf.condition(%c, forwarded...)
+            c, *fwd = cond.operands
+            if c in self.varying:
+                # A per-lane exit makes every carried and produced value per-lane.
+                changed = self._mark([*b_args, *a_args, *op.results])
+            else:
+                changed = self._mark(a for a, f in zip(a_args, fwd) if f in self.varying)
+                changed |= self._mark(r for r, f in zip(op.results, fwd) if f in self.varying)
+            self.run(after)
+            ys = _yield_operands(after)
+            changed |= self._mark(b for b, y in zip(b_args, ys) if y in self.varying)
+            if not changed:
+                break
+
+
+def analyze(blocks: list[Block], *, batched: bool, varying_args: tuple[int, ...] = ()) -> Uniformity:
+    u = Uniformity(batched)
+    u.varying.update(varying_args)
+    u.run(blocks)
+    return u

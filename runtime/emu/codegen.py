@@ -65,7 +65,7 @@ class Translator:
         self.depth = 1
         self.mask = "M0"
         self.types: dict[int, Type] = {}
-        self._tmp = itertools.count()
+        self._tmp = itertools.count(1)  # M0 is the entry mask
         self.cur_op: Op | None = None
         self.stats = {"ops": 0, "yields": 0}
         args = fn.body[0].args if fn.body else ()
@@ -108,8 +108,15 @@ class Translator:
 
     # -- structure ---------------------------------------------------------------------------
     def block(self, blk: Block) -> None:
+        self.count_ops(blk)
         for op in blk.ops:
             self.op(op)
+
+    def count_ops(self, blk: Block) -> None:
+        """Count the block's ops once per entry (feeds the wave-op / lane-op figures)."""
+        n = sum(1 for op in blk.ops if op.name not in ("scf.yield", "scf.condition"))
+        if n:
+            self.out(f"ctx.nops += {n}")
 
     def op(self, op: Op) -> None:
         emit = self.emitters.get(op.name)

@@ -48,8 +48,21 @@ _installed = False
 _pass_registry: dict[str, object] = {}
 
 
+_global_config: EmuConfig | None = None
+
+
 def current() -> EmuConfig | None:
-    return getattr(_state, "config", None)
+    """The config of the innermost `active()` block, else the process-wide one (or None)."""
+    return getattr(_state, "config", None) or _global_config
+
+
+def set_global(config: EmuConfig | None) -> None:
+    """Make every FlyDSL launch of the process run here (`FLYDSL_LDSSAN=1`), or stop that."""
+    global _global_config
+    if config is not None:
+        force_gfx1250()
+        install()
+    _global_config = config
 
 
 def register_pass(kind: str, fn) -> None:
@@ -129,6 +142,34 @@ def install() -> None:
         return orig_call_state(call_spec, artifact)
 
     jit_function._call_state_from_spec = call_state_from_spec
+
+    orig_prepare = jit_function.MlirCompiler.prepare.__func__
+
+    def prepare(cls, module, **kwargs):
+        asm, pcfg = orig_prepare(cls, module, **kwargs)
+        cfg = current()
+        if cfg is not None and cfg.sanitize:
+            # FlyDSL's key omits locations; the site table bakes them in, so key on them too.
+            located = module.operation.get_asm(enable_debug_info=True, assume_verified=True)
+            digest = hashlib.sha256(located.encode()).hexdigest()[:12]
+            pcfg.fragments = [f[:-1] + f",locs={digest}}}" if f.startswith(SENTINEL + "{") else f
+                              for f in pcfg.fragments]
+        return asm, pcfg
+
+    jit_function.MlirCompiler.prepare = classmethod(prepare)
+
+    base_artifact = jit_function.CompiledArtifact
+
+    class CompiledArtifact(base_artifact):
+        """Keeps source locations in emulator artifacts: errors name the user's line."""
+
+        def __init__(self, compiled_module, *args, **kwargs):
+            super().__init__(compiled_module, *args, **kwargs)
+            if "ldssan.emu" in compiled_module.operation.attributes:
+                self._ir_text = compiled_module.operation.get_asm(enable_debug_info=True)
+                self._ldssan_emu = True
+
+    jit_function.CompiledArtifact = CompiledArtifact
     _installed = True
 
 
@@ -228,7 +269,7 @@ class EmuCallState:
         view, key = _view_of(self.artifact)
         sanitizer = None
         if "ldssan.sites" in view.attrs and cfg.sanitizer_factory is not None:
-            sanitizer = cfg.sanitizer_factory(view.attrs["ldssan.sites"], self.artifact._entry)
+            sanitizer = cfg.sanitizer_factory(view.attrs["ldssan.sites"], self.artifact._entry, view)
         launcher = Launcher(view, gmem, policy=cfg.policy, batch=cfg.batch, ir_key=key,
                             sanitizer=sanitizer)
         launcher.run_host(self.artifact._entry, values)
@@ -258,7 +299,7 @@ def active(config: EmuConfig | None = None):
     force_gfx1250()
     install()
     cfg = config or EmuConfig()
-    prev = current()
+    prev = getattr(_state, "config", None)
     _state.config = cfg
     try:
         yield cfg

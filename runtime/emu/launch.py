@@ -56,6 +56,8 @@ class LaunchRecord:
     policy: str
     seconds: float = 0.0
     wave_steps: int = 0
+    wave_ops: int = 0  # ops executed per wave, summed over waves (a wave-op covers 32 lanes per workgroup)
+    lane_ops: int = 0
     batch: int = 1
     stats: dict = field(default_factory=dict)
 
@@ -92,7 +94,7 @@ class Launcher:
         offsets, lds_bytes = lds_layout(self.view, int(smem))
         if lds_bytes > LDS_LIMIT:
             raise ValueError(f"ldssan-emu: @{name} needs {lds_bytes} bytes of LDS; gfx1250 has {LDS_LIMIT}")
-        rec = LaunchRecord(name, grid, block, lds_bytes, str(self.policy))
+        rec = self._current = LaunchRecord(name, grid, block, lds_bytes, str(self.policy))
         t0 = time.perf_counter()
         groups = list(itertools.product(range(grid[2]), range(grid[1]), range(grid[0])))
         groups = [(x, y, z) for z, y, x in groups]
@@ -132,6 +134,9 @@ class Launcher:
         sched.run()
         if self.sanitizer is not None:
             self.sanitizer.end_batch()
+        rec = self._current
+        rec.wave_ops += sum(w.nops for w in waves) * len(chunk)
+        rec.lane_ops += sum(w.nops for w in waves) * WAVE * len(chunk)
         return sched.steps
 
 
@@ -143,6 +148,40 @@ class HostCtx:
         self.mask = np.ones(1, dtype=bool)
         self.mask_full = True
         self.launcher = launcher
+        self.nops = 0
 
     def tick(self) -> None:
         pass
+
+
+def parse_module(text: str) -> ModuleView:
+    """A `ModuleView` of MLIR text (a dumped stage-10 `.mlir`, or a test's module)."""
+    from flydsl._mlir import ir
+    from flydsl.compiler.jit_function import _create_mlir_context
+
+    from .irview import view_module
+
+    with _create_mlir_context():
+        return view_module(ir.Module.parse(text))
+
+
+def run_kernel(view: ModuleView, kernel: str, *, grid, block, args: list, policy: Policy | str = "round-robin",
+               batch: int = 1, smem: int = 0, sanitizer=None) -> Launcher:
+    """Launch `kernel` of `view` directly. numpy arrays in `args` become global pointers
+    (results land in them); other values are passed as they are."""
+    if isinstance(policy, str):
+        policy = Policy.parse(policy)
+    gmem = GlobalMemory()
+    values = []
+    for i, a in enumerate(args):
+        if isinstance(a, np.ndarray):
+            if not a.flags.c_contiguous:
+                raise ValueError(f"argument {i}: arrays must be C-contiguous")
+            gmem.add(a.ctypes.data, a.nbytes, f"arg{i}")
+            values.append(np.int64(a.ctypes.data))
+        else:
+            values.append(a)
+    key = str(abs(hash(id(view))))
+    launcher = Launcher(view, gmem, policy=policy, batch=batch, ir_key=key, sanitizer=sanitizer)
+    launcher.launch_kernel(kernel, grid, block, smem, tuple(values))
+    return launcher

@@ -367,11 +367,12 @@ def buffer_load(ctx, rsrc, voffset, soffset, dtype, count, mask):
     off = np.broadcast_to(np.asarray(voffset, dtype=np.int64) + np.int64(soffset), (L,))
     nb = dtype.itemsize * count
     inb = mask & (off >= 0) & (off + nb <= nrec)
-    out = np.zeros((L, count), dtype=dtype)
+    addr = base + off
     if inb.all():
-        return ctx.gmem.read(base + off, dtype, count)
+        return ctx.gmem.read(addr, dtype, count)
+    out = np.zeros((L, count), dtype=dtype)
     if inb.any():
-        out[inb] = ctx.gmem.read(base + off[inb], dtype, count)
+        out[inb] = ctx.gmem.read(addr[inb], dtype, count)
     return out
 
 
@@ -384,10 +385,11 @@ def buffer_store(ctx, data, rsrc, voffset, soffset, mask):
     nb = rows.view(np.uint8).shape[1] if rows.flags.c_contiguous else np.ascontiguousarray(rows).view(np.uint8).shape[1]
     off = np.broadcast_to(np.asarray(voffset, dtype=np.int64) + np.int64(soffset), (L,))
     inb = mask & (off >= 0) & (off + nb <= nrec)
+    addr = base + off
     if inb.all():
-        ctx.gmem.write(base + off, rows)
+        ctx.gmem.write(addr, rows)
     elif inb.any():
-        ctx.gmem.write(base + off[inb], rows[inb])
+        ctx.gmem.write(addr[inb], rows[inb])
 
 
 # ----------------------------------------------------------------------------- cross-lane
@@ -412,7 +414,7 @@ def shuffle(ctx, value, offset, width, mode: str, mask):
     valid = (src >= base) & (src < base + width) & (src < 32)
     src = np.where(valid, src, lane)
     # source lanes that are inactive return their (stale) register contents; we use the value
-    return value[ctx.wave_lane_base + src], valid
+    return value[ctx.lane_base + src], valid
 
 
 def readfirstlane(ctx, value, mask):

@@ -67,6 +67,7 @@ class WaveCtx:
         self.marks: list[int] = []  # copies issued before each asyncmark
         self.issued = 0
         self.returned = None
+        self.nops = 0  # wave-ops executed (each on L lanes)
         self._budget = budget
         self.groups_active = np.ones(B, dtype=bool)
         del L

@@ -26,8 +26,19 @@ _BINARY = {
 
 
 def _dtype_expr(t: Type) -> str:
+    if t.scalar.kind == "int" and t.scalar.width > 64:
+        return "np.dtype('uint8')"  # wide integers (i128) are held as their little-endian bytes
     return f"np.dtype({t.scalar.dtype.name!r})" if t.scalar.kind != "float" or t.scalar.name in (
         "f16", "f32", "f64") else f"R.DTYPES[{t.scalar.name!r}]"
+
+
+def is_wide(t: Type) -> bool:
+    """Integers wider than 64 bits: held as a trailing axis of bytes, like a vector."""
+    return t.kind == "int" and t.width > 64
+
+
+def lane_vector(t: Type) -> bool:
+    return t.kind == "vector" or is_wide(t)
 
 
 def binary(t, op: Op) -> None:
@@ -119,7 +130,7 @@ def bitcast(t, op: Op) -> None:
     if op.operand_types and op.operand_types[0].kind == "ptr":
         t.out(f"{t.v(res)} = {t.v(src)}")
         return
-    vec = rt.count if rt.kind == "vector" else None
+    vec = rt.count if rt.kind == "vector" else (rt.width // 8 if is_wide(rt) else None)
     fn = "bitcast_uniform" if t.uniform(src) else "bitcast_lanes"
     t.out(f"{t.v(res)} = R.{fn}({t.v(src)}, {_dtype_expr(rt)}, {vec})")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..irview import Op
 from ..types import Type, byte_size
 from . import EMITTERS, emits
-from .arith import _BINARY, _dtype_expr, binary
+from .arith import _BINARY, _dtype_expr, binary, is_wide, lane_vector
 
 # LLVM integer/float ops share arith's semantics.
 _ALIASES = {
@@ -33,6 +33,8 @@ def _count(t: Type) -> tuple[str, int]:
     """(dtype expression, element count) of a loaded/stored value type."""
     if t.kind == "vector":
         return _dtype_expr(t), t.count
+    if is_wide(t):
+        return _dtype_expr(t), t.width // 8
     if t.kind == "ptr":
         return "np.dtype('int64')", 1
     return _dtype_expr(t), 1
@@ -40,7 +42,7 @@ def _count(t: Type) -> tuple[str, int]:
 
 def _shape_result(t, res: int, rt: Type, raw: str) -> str:
     """Expression turning an (L, count) load result into the value layout."""
-    return f"{raw}" if rt.kind == "vector" else f"{raw}[:, 0]"
+    return f"{raw}" if lane_vector(rt) else f"{raw}[:, 0]"
 
 
 @emits("llvm.load")
@@ -54,7 +56,7 @@ def load(t, op: Op) -> None:
         t.out(f"{t.v(res)} = {_shape_result(t, res, rt, raw)}")
     elif t.uniform(res):
         raw = f"R.global_load_uniform(ctx, {t.v(ptr)}, {dt}, {n})"
-        t.out(f"{t.v(res)} = {raw}" if rt.kind == "vector" else f"{t.v(res)} = {raw}[0]")
+        t.out(f"{t.v(res)} = {raw}" if lane_vector(rt) else f"{t.v(res)} = {raw}[0]")
     else:
         raw = f"R.global_load(ctx, {t.lanes(ptr)}, {dt}, {n}, {t.mask})"
         t.out(f"{t.v(res)} = {_shape_result(t, res, rt, raw)}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..irview import Op
 from . import emits
-from .arith import _dtype_expr
+from .arith import _dtype_expr, lane_vector
 from .llvm import _count
 
 
@@ -74,8 +74,7 @@ def ds_bpermute(t, op: Op) -> None:
 
 @emits("rocdl.make.buffer.rsrc")
 def make_rsrc(t, op: Op) -> None:
-    if not t.uniform(op.results[0]):
-        raise t.unsupported(op, "a per-lane buffer resource")
+    # per-lane under batching (one row per workgroup): the fields are then (L,) arrays
     base, stride, nrec, flags = (t.v(x) for x in op.operands)
     t.out(f"{t.v(op.results[0])} = R.make_rsrc({base}, {stride}, {nrec}, {flags})")
 
@@ -86,9 +85,9 @@ def buffer_load(t, op: Op) -> None:
     rt = op.result_types[0]
     dt, n = _count(rt)
     raw = f"R.buffer_load(ctx, {t.v(rsrc)}, {t.v(voff)}, {t.v(soff)}, {dt}, {n}, {t.mask})"
-    expr = raw if rt.kind == "vector" else f"{raw}[:, 0]"
+    expr = raw if lane_vector(rt) else f"{raw}[:, 0]"
     if t.uniform(op.results[0]):
-        expr = f"{raw}[0]" if rt.kind == "vector" else f"{raw}[0, 0]"
+        expr = f"{raw}[0]" if lane_vector(rt) else f"{raw}[0, 0]"
     t.out(f"{t.v(op.results[0])} = {expr}")
 
 

@@ -18,6 +18,7 @@ def _yield(blk: Block) -> Op | None:
 
 def _body(t, blk: Block) -> None:
     """Emit a block's ops except its terminator (handled by the parent)."""
+    t.count_ops(blk)
     for op in blk.ops:
         if op is blk.ops[-1] and op.name in ("scf.yield", "scf.condition"):
             break

@@ -1,0 +1,76 @@
+"""The site table: for every instrumented op, where it is in the user's Python source.
+
+Locations come from the op's MLIR location (CallSite chains flattened innermost first);
+frames inside FlyDSL itself are skipped, so `file:line` is the innermost *user* frame,
+and the rest of the chain is kept. The source text and the enclosing Python function are
+read from the file (`linecache`, `ast`) at compile time.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import linecache
+import os
+
+from ldssan.runtime.emu.irview import Frame, convert_loc
+
+
+def _flydsl_root() -> str:
+    import flydsl
+
+    return os.path.dirname(os.path.abspath(flydsl.__file__))
+
+
+@functools.lru_cache(maxsize=1)
+def _framework_root() -> str:
+    return _flydsl_root()
+
+
+def user_frames(mlir_loc) -> list[Frame]:
+    root = _framework_root()
+    frames = convert_loc(mlir_loc).chain
+    return [f for f in frames if not os.path.abspath(f.file).startswith(root) and not f.file.startswith("<")]
+
+
+@functools.lru_cache(maxsize=256)
+def _function_spans(path: str) -> tuple[tuple[int, int, str], ...]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    spans = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            spans.append((node.lineno, node.end_lineno or node.lineno, node.name))
+    return tuple(spans)
+
+
+def function_at(path: str, line: int) -> str:
+    """Name of the innermost Python function containing `line` ('' if none)."""
+    best = None
+    for lo, hi, name in _function_spans(path):
+        if lo <= line <= hi and (best is None or lo >= best[0]):
+            best = (lo, hi, name)
+    return best[2] if best else ""
+
+
+def source_text(path: str, line: int) -> str:
+    return linecache.getline(path, line).strip()
+
+
+def site_entry(site_id: int, kind: str, op_name: str, mlir_loc, *, nbytes: int = 0,
+               buffer: str | None = None) -> dict:
+    frames = user_frames(mlir_loc)
+    chain = [
+        {"file": f.file, "line": f.line, "col": f.col, "function": function_at(f.file, f.line)}
+        for f in frames
+    ]
+    top = chain[0] if chain else {"file": "<unknown>", "line": 0, "col": 0, "function": ""}
+    return {
+        "id": site_id, "kind": kind, "op": op_name, "file": top["file"], "line": top["line"],
+        "col": top["col"], "function": top["function"], "chain": chain,
+        "text": source_text(top["file"], top["line"]) if chain else "", "buffer": buffer,
+        "bytes": nbytes,
+    }

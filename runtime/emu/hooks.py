@@ -1,0 +1,59 @@
+"""The `__ldssan_*` hook ABI on the virtual gfx1250: one adapter per wave (`ctx.san`).
+
+Translates the ABI's integer operands (passes/abi.py) into happens-before engine calls,
+and decodes TDM descriptors into LDS footprints.
+"""
+
+from __future__ import annotations
+
+from ldssan.passes.abi import ORDERINGS, SCOPES, BarrierForm, CounterId
+
+from ..shadow import AccessKind, CopyKind, Counter
+
+
+class ShadowHooks:
+    __slots__ = ("engine", "wave", "ctx")
+
+    def __init__(self, engine, ctx):
+        self.engine = engine
+        self.wave = ctx.wave
+        self.ctx = ctx
+
+    def ds(self, site, ptr, nbytes, kind, mask):
+        self.engine.ds(self.wave, site, ptr, nbytes, AccessKind(kind), mask)
+
+    def dma(self, site, ptr, nbytes, kind, mask):
+        self.engine.dma(self.wave, site, ptr, nbytes, CopyKind(kind), mask)
+
+    def tdm(self, site, g0, g1, g2, g3, kind, mask):
+        from .tdm import lds_footprint
+
+        offsets = lds_footprint(self.ctx, g0, g1, g2, g3)
+        self.engine.tdm(self.wave, site, offsets, CopyKind(kind))
+
+    def wait(self, site, counter, n, mask):
+        if counter == CounterId.ASYNCMARK:
+            self.engine.wait_asyncmark(self.wave, site, n)
+        else:
+            self.engine.wait(self.wave, site, Counter(counter), n)
+
+    def mark(self, site, mask):
+        self.engine.asyncmark(self.wave, site)
+
+    def barrier(self, site, form, bid, mask):
+        e, w = self.engine, self.wave
+        if form == BarrierForm.FENCED_ARRIVE:
+            e.fence(w, site, "release", "workgroup")
+            e.barrier_signal(w, site, bid)
+        elif form == BarrierForm.FENCED_DONE:
+            e.barrier_wait(w, site, bid)
+            e.fence(w, site, "acquire", "workgroup")
+        elif form in (BarrierForm.SIGNAL, BarrierForm.BARE_ARRIVE):
+            e.barrier_signal(w, site, bid)
+        elif form in (BarrierForm.WAIT, BarrierForm.BARE_DONE):
+            e.barrier_wait(w, site, bid)
+        else:
+            raise ValueError(f"ldssan: unknown barrier form {form}")
+
+    def fence(self, site, ordering, scope, mask):
+        self.engine.fence(self.wave, site, ORDERINGS.get(ordering, "monotonic"), SCOPES[scope])

@@ -7,35 +7,16 @@ stage 19 must go through LLVM's gfx1250 code generator (ISA only: that needs
 no linker, while the full code object needs ld.lld, absent on most CI hosts).
 """
 
-import importlib
-import importlib.util
 import os
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-_REPO = Path(__file__).resolve().parents[2]
+from ldssan.kernels import rmsnorm as R
 
 
-def _import_rmsnorm():
-    try:
-        return importlib.import_module("ldssan.kernels.rmsnorm")
-    except ImportError:
-        pass
-    name = "_ldssan_bundled_rmsnorm"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, _REPO / "kernels" / "rmsnorm.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-R = _import_rmsnorm()
 
 import ml_dtypes  # noqa: E402
 import torch  # noqa: E402

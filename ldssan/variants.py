@@ -1,0 +1,92 @@
+"""Kernel variants with one-line source edits: the raw material of planted-bug tests,
+the demo, and mutation campaigns.
+
+A variant is the kernel module's source with some lines replaced (or deleted), written
+to a temporary file and imported under a fresh name, so FlyDSL traces it anew and every
+location in a report points at the edited file and line.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import inspect
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from types import ModuleType
+
+
+@dataclass(frozen=True)
+class Edit:
+    line: int  # 1-based line of the original source
+    text: str | None  # the replacement line (without newline); None deletes the statement
+
+    def apply(self, old: str) -> str:
+        indent = old[: len(old) - len(old.lstrip())]
+        if self.text is None:
+            return f"{indent}pass  # ldssan variant: deleted `{old.strip()}`"
+        return indent + self.text.strip()
+
+
+_DIR = None
+
+
+def _variant_dir() -> str:
+    global _DIR
+    if _DIR is None:
+        _DIR = tempfile.mkdtemp(prefix="ldssan-variants-")
+    return _DIR
+
+
+def source_of(module: ModuleType | str) -> tuple[str, str]:
+    """(path, text) of a module object, a dotted module name, or a file path."""
+    if isinstance(module, str) and os.path.exists(module):
+        path = module
+    else:
+        mod = importlib.import_module(module) if isinstance(module, str) else module
+        path = inspect.getsourcefile(mod)
+    with open(path, encoding="utf-8") as f:
+        return path, f.read()
+
+
+def load_variant(module: ModuleType | str, edits: list[Edit], *, tag: str = "variant") -> ModuleType:
+    path, text = source_of(module)
+    lines = text.splitlines()
+    for e in edits:
+        if not 1 <= e.line <= len(lines):
+            raise ValueError(f"edit line {e.line} is outside {path} ({len(lines)} lines)")
+        lines[e.line - 1] = e.apply(lines[e.line - 1])
+    new = "\n".join(lines) + "\n"
+    ast.parse(new, filename=path)  # an edit that breaks the syntax is the caller's error
+    digest = hashlib.sha256(new.encode()).hexdigest()[:10]
+    stem = os.path.splitext(os.path.basename(path))[0]
+    name = f"_ldssan_{tag}_{stem}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    out = os.path.join(_variant_dir(), f"{name}.py")
+    with open(out, "w", encoding="utf-8") as f:
+        f.write(new)
+    spec = importlib.util.spec_from_file_location(name, out)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def find_calls(module: ModuleType | str, dotted: str, *, within: str | None = None) -> list[int]:
+    """Lines of statements that are exactly a call to `dotted` (e.g. 'fx.gpu.barrier'),
+    optionally only inside the function named `within`."""
+    path, text = source_of(module)
+    tree = ast.parse(text, filename=path)
+    scopes = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+              and (within is None or n.name == within)] if within else [tree]
+    lines = []
+    for scope in scopes:
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) \
+                    and ast.unparse(node.value.func) == dotted:
+                lines.append(node.lineno)
+    return sorted(set(lines))

@@ -110,8 +110,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     results = config.stash[_RESULTS]
     failed = config.stash[_FAILED]
     tr = terminalreporter
-    kernels = {r.kernel for _n, r in results}
-    sites = sum(len(r.sites) for _n, r in {r.kernel: (_n, r) for _n, r in results}.values())
+    # a kernel = one compiled specialization: its name and its site table
+    builds = {(r.kernel, tuple((s.file, s.line, s.kind) for s in r.sites.values())): len(r.sites)
+              for _n, r in results}
+    kernels, sites = builds, sum(builds.values())
     n_viol = sum(len(rep.violations) for rep in failed.values())
     tr.write_sep("=", f"ldssan: {n_viol} violations in {len(failed)} tests")
     tr.write_line(f"ldssan: {len(kernels)} kernels, {len(results)} launches, {sites} sites checked")

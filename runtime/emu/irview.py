@@ -89,6 +89,7 @@ class ModuleView:
     globals: dict[str, GlobalVar] = field(default_factory=dict)
     attrs: dict[str, Any] = field(default_factory=dict)
     n_values: int = 0
+    key: str = ""  # content hash of the module text, when known (translation cache key)
 
 
 # ----------------------------------------------------------------------------- locations

@@ -75,8 +75,12 @@ class Launcher:
         self.sanitizer = sanitizer  # object with .begin_batch(...) -> per-wave hooks, or None
         self.records: list[LaunchRecord] = []
 
+    def _key(self, name: str) -> str | None:
+        # no content hash -> no caching (a stale translation must never run)
+        return f"{self.ir_key}:{name}" if self.ir_key else None
+
     def run_host(self, host_name: str, values: list) -> None:
-        prog = translate(self.view, host_name, cache_key=f"{self.ir_key}:host:{host_name}")
+        prog = translate(self.view, host_name, cache_key=self._key(f"host:{host_name}"))
         ctx = HostCtx(self)
         gen = prog.wave_fn(ctx, tuple(values))
         for _ in gen:
@@ -120,7 +124,7 @@ class Launcher:
 
     def _run_batch(self, name, chunk, grid, block, lds, offsets, args) -> int:
         batched = len(chunk) > 1
-        prog: Program = translate(self.view, name, batched=batched, cache_key=f"{self.ir_key}:{name}")
+        prog: Program = translate(self.view, name, batched=batched, cache_key=self._key(name))
         n_threads = block[0] * block[1] * block[2]
         n_waves = (n_threads + WAVE - 1) // WAVE
         budget = [STEP_BUDGET]
@@ -161,8 +165,12 @@ def parse_module(text: str) -> ModuleView:
 
     from .irview import view_module
 
+    import hashlib
+
     with _create_mlir_context():
-        return view_module(ir.Module.parse(text))
+        view = view_module(ir.Module.parse(text))
+    view.key = hashlib.sha256(text.encode()).hexdigest()[:20]
+    return view
 
 
 def run_kernel(view: ModuleView, kernel: str, *, grid, block, args: list, policy: Policy | str = "round-robin",
@@ -181,7 +189,6 @@ def run_kernel(view: ModuleView, kernel: str, *, grid, block, args: list, policy
             values.append(np.int64(a.ctypes.data))
         else:
             values.append(a)
-    key = str(abs(hash(id(view))))
-    launcher = Launcher(view, gmem, policy=policy, batch=batch, ir_key=key, sanitizer=sanitizer)
+    launcher = Launcher(view, gmem, policy=policy, batch=batch, ir_key=view.key or None, sanitizer=sanitizer)
     launcher.launch_kernel(kernel, grid, block, smem, tuple(values))
     return launcher

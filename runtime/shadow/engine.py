@@ -91,6 +91,9 @@ class ShadowEngine:
         self._acc: list[np.ndarray] = []
         self._queues: list[deque] = [deque() for _ in range(self.n_waves + 1)]
         self._pending = 0
+        # LDS030 records held back per read event: a later unordered write to the same bytes
+        # means the read raced that write (reported as such), not that LDS was never written.
+        self._uninit: dict[int, list] = {}
         self._tcache: dict = {}
         self._barrier_pairs: set = set()
         self._finished = False
@@ -230,6 +233,10 @@ class ShadowEngine:
                 self._enqueue_records(w, w.seg, self._wave_records(
                     w, Rule.BARRIER_DIVERGENCE, Cause.BARRIER_MISMATCH, w.sig_sites[-1], NO_SITE, NO_WAVE))
         self._drain(final=True)
+        for eid in sorted(self._uninit):
+            for rec in self._uninit[eid]:
+                self.ring.push(rec)
+        self._uninit.clear()
         self._finished = True
         self._lds = None
         self._tcache.clear()
@@ -385,10 +392,14 @@ class ShadowEngine:
             eid = lds.events.append(seq, wave * N_COUNTERS + ctr, op, copy, site, A, seg)
             conf, uninit = lds.apply(eid, wave, op, gb, lane, self._clock(A, wave, snap, not copy))
             if uninit is not None:
-                for i in _first_per_group(uninit, grp, self.G):
-                    recs.append(self._record(Rule.UNINIT_READ, Cause.NONE, site, NO_SITE, int(byte[i]),
-                                             wave, NO_WAVE, int(lane[i]), NO_LANE, grp[i]))
+                self._uninit[eid] = [
+                    self._record(Rule.UNINIT_READ, Cause.NONE, site, NO_SITE, int(byte[i]), wave, NO_WAVE,
+                                 int(lane[i]), NO_LANE, grp[i])
+                    for i in _first_per_group(uninit, grp, self.G)]
             if conf is not None:
+                if self._uninit and op != OP_READ:
+                    for prior in np.unique(conf.prior).tolist():
+                        self._uninit.pop(int(prior), None)
                 cur = AccessInfo(wave, site, op, copy, ctr, seq, A, seg)
                 recs += self._conflict_records(cur, snap, conf, grp, byte, lane)
         for rec in recs:

@@ -71,7 +71,7 @@ def test_warm_cache_never_crosses_instrumentation(tmp_path, first, second):
     assert again["instrumented"] == (second == "san")
 
 
-def test_cache_keys_differ_between_plain_emulated_and_sanitized():
+def test_cache_keys_differ_between_plain_emulated_and_sanitized(monkeypatch):
     """FlyDSL's artifact key hashes the pipeline fragments: the three builds get three keys."""
     from flydsl.compiler.backends import get_backend
 
@@ -81,6 +81,7 @@ def test_cache_keys_differ_between_plain_emulated_and_sanitized():
 
     frontend.force_gfx1250()
     frontend.install()
+    monkeypatch.setattr(frontend, "_global_config", None)  # as if FLYDSL_LDSSAN were unset
     backend = get_backend()
     plain = backend.pipeline_fragments(compile_hints={})
     with frontend.active(EmuConfig()):

@@ -111,3 +111,15 @@ def summary_lines() -> list[str]:
         lines.append(f"  policy {policy:<12}: sanitizer reported {san}/{len(runs)}, "
                      f"output check caught {out}/{len(runs)}")
     return lines
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_batched_workgroups_report_the_same_violations(batch):
+    edits, code, this_line, other_line = VARIANTS["b_no_barrier_2"]
+    mod = load_variant(rms, edits, tag="b_no_barrier_2")
+    x, g = _inputs()
+    with hook.sanitize("round-robin", batch=batch) as col:
+        mod.rmsnorm(x, g)
+    keys = {(v.code, v.site.line, v.other_site.line if v.other_site else None) for v in col.violations}
+    assert keys == {(code, this_line, other_line)}
+    assert set(col.violations[0].workgroups) == {0, 1, 2, 3}

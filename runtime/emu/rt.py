@@ -118,7 +118,8 @@ def shrui(a, b):
     a = np.asarray(a)
     bits = a.dtype.itemsize * 8
     ua = _u(a)
-    r = np.where(np.asarray(b) >= bits, 0, np.right_shift(ua, np.asarray(b) % bits).astype(ua.dtype))
+    sb = np.asarray(b).astype(np.int64)
+    r = np.where(sb >= bits, 0, np.right_shift(ua, (sb % bits).astype(ua.dtype)))
     return _s(r.astype(ua.dtype), a)
 
 
@@ -438,3 +439,17 @@ def mbcnt(ctx, mask_bits, acc, hi: bool):
     below = (bits & ((np.uint64(1) << shift) - np.uint64(1)))
     cnt = np.array([bin(int(x)).count("1") for x in below], dtype=np.int32) if below.ndim else bin(int(below)).count("1")
     return (np.asarray(acc, dtype=np.int32) + cnt).astype(np.int32)
+
+
+# ----------------------------------------------------------------------------- copies
+
+
+def tdm_copy(ctx, g0, g1, g2, g3, to_lds):
+    from .tdm import TdmCopy, decode_batch
+
+    return TdmCopy(ctx, decode_batch(ctx, g0, g1, g2, g3), to_lds)
+
+
+from .ops.copies import AsyncCopy  # noqa: E402,F401  (generated code builds copies through R)
+from .ops.wmma import _ELEM as WMMA_ELEM  # noqa: E402,F401
+from .ops.wmma import wmma  # noqa: E402,F401

@@ -26,6 +26,6 @@ def emits(*names: str):
 
 def load_all() -> dict[str, Callable]:
     """Import every dialect module so their emitters register (idempotent)."""
-    from . import arith, gpu, llvm, math, rocdl, scf, sanitizer, vector  # noqa: F401
+    from . import arith, copies, gpu, llvm, math, rocdl, sanitizer, scf, vector, wmma  # noqa: F401
 
     return EMITTERS

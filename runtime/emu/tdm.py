@@ -1,0 +1,169 @@
+"""Tensor data mover (TDM) descriptors: decoding, footprints and data movement.
+
+2-D descriptor layout (FlyDSL 0.5.0's encoder, `expr/rocdl/tdm_ops.py`):
+
+| group/word | bits    | field                                                     |
+|------------|---------|-----------------------------------------------------------|
+| g0[0]      | 0       | pred (0: the op moves nothing, but still counts)          |
+| g0[1]      | 31:0    | LDS byte address                                          |
+| g0[2..3]   | 29:0 hi | global byte address (48 bits); g0[3] 31:30 = type (2)     |
+| g1[0]      | 15:0    | workgroup multicast mask                                  |
+|            | 17:16   | data size, log2(bytes per element)                        |
+|            | 20      | pad enable                                                |
+|            | 24:22   | pad interval, log2(dwords) - 1                            |
+|            | 31:25   | pad amount, dwords - 1                                    |
+| g1[1..2]   |         | tensor dim0 (innermost extent): g1[1] 31:16 lo, g1[2] 15:0 hi |
+| g1[2..3]   |         | tensor dim1: g1[2] 31:16 lo, g1[3] 15:0 hi                |
+| g1[3]      | 31:16   | tile dim0                                                 |
+| g1[4]      | 15:0    | tile dim1                                                 |
+| g1[5]      | 31:0    | dim1 stride, in elements                                  |
+
+A load reads the tile box from global memory; elements outside the tensor dims are
+zero-filled; in LDS the tile is dense row-major, with `pad amount` bytes skipped after
+every `pad interval` bytes (padding bytes are not written). A store moves the dense tile
+from LDS to global memory, dropping out-of-bounds elements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .memory import EmuMemoryError
+
+
+@dataclass(frozen=True)
+class Tdm2D:
+    pred: bool
+    lds_addr: int
+    global_addr: int
+    elem_bytes: int
+    pad_interval: int  # bytes, 0 = no padding
+    pad_amount: int  # bytes
+    tensor_dim0: int
+    tensor_dim1: int
+    tile_dim0: int
+    tile_dim1: int
+    stride1: int  # elements between rows
+    mcast_mask: int
+
+    def element_grid(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(global element offsets, LDS byte offsets, in-bounds mask) of the tile, row-major."""
+        r = np.arange(self.tile_dim1, dtype=np.int64)[:, None]
+        c = np.arange(self.tile_dim0, dtype=np.int64)[None, :]
+        g = (r * self.stride1 + c).reshape(-1)
+        inb = ((r < self.tensor_dim1) & (c < self.tensor_dim0)).reshape(-1)
+        lin = (r * self.tile_dim0 + c).reshape(-1) * self.elem_bytes
+        if self.pad_interval:
+            lin = lin + (lin // self.pad_interval) * self.pad_amount
+        return g, self.lds_addr + lin, inb
+
+    def lds_bytes(self) -> np.ndarray:
+        """Every LDS byte offset the tile covers (padding excluded)."""
+        if not self.pred:
+            return np.zeros(0, np.int64)
+        _g, lds, _inb = self.element_grid()
+        return (lds[:, None] + np.arange(self.elem_bytes, dtype=np.int64)).reshape(-1)
+
+
+def _u32(x) -> int:
+    return int(np.asarray(x).astype(np.int64)) & 0xFFFFFFFF
+
+
+def decode(g0, g1, g2=None, g3=None) -> Tdm2D:
+    """Decode one workgroup's descriptor groups (uniform (4,) / (8,) arrays)."""
+    g0 = [_u32(v) for v in np.asarray(g0).reshape(-1)]
+    g1 = [_u32(v) for v in np.asarray(g1).reshape(-1)]
+    for extra in (g2, g3):
+        if extra is not None and any(_u32(v) for v in np.asarray(extra).reshape(-1)):
+            raise NotImplementedError("ldssan-emu: TDM descriptors beyond 2-D (non-zero group 2/3) are not emulated")
+    cfg = g1[0]
+    if cfg >> 19 & 1:
+        raise NotImplementedError("ldssan-emu: TDM iterate mode is not emulated")
+    pad_en = cfg >> 20 & 1
+    interval = (4 << ((cfg >> 22) & 7)) * 2 if pad_en else 0  # 2^(enc+1) dwords
+    amount = 4 * (((cfg >> 25) & 0x7F) + 1) if pad_en else 0
+    return Tdm2D(
+        pred=bool(g0[0] & 1),
+        lds_addr=g0[1],
+        global_addr=g0[2] | ((g0[3] & 0x3FFFFFFF) << 32),
+        elem_bytes=1 << ((cfg >> 16) & 3),
+        pad_interval=interval,
+        pad_amount=amount,
+        tensor_dim0=(g1[1] >> 16) | ((g1[2] & 0xFFFF) << 16),
+        tensor_dim1=(g1[2] >> 16) | ((g1[3] & 0xFFFF) << 16),
+        tile_dim0=g1[3] >> 16,
+        tile_dim1=g1[4] & 0xFFFF,
+        stride1=g1[5],
+        mcast_mask=cfg & 0xFFFF,
+    )
+
+
+def per_group(ctx, value) -> list:
+    """A descriptor group as one (n,) array per workgroup of the batch."""
+    a = np.asarray(value)
+    B = ctx.L // 32
+    if a.ndim == 2:  # per-lane under batching: one descriptor per workgroup (its lane 0)
+        return [a[g * 32] for g in range(B)]
+    return [a] * B
+
+
+def decode_batch(ctx, g0, g1, g2, g3) -> list[Tdm2D]:
+    parts = [per_group(ctx, g) for g in (g0, g1, g2, g3)]
+    return [decode(*grp) for grp in zip(*parts)]
+
+
+def lds_footprint(ctx, g0, g1, g2, g3) -> list[np.ndarray]:
+    """LDS byte offsets per workgroup of the batch (for the happens-before engine)."""
+    return [d.lds_bytes() for d in decode_batch(ctx, g0, g1, g2, g3)]
+
+
+class TdmCopy:
+    """One in-flight TDM op of one wave: moves its tiles when completed."""
+
+    __slots__ = ("ctx", "descs", "to_lds", "seq", "done")
+
+    def __init__(self, ctx, descs: list[Tdm2D], to_lds: bool):
+        self.ctx = ctx
+        self.descs = descs
+        self.to_lds = to_lds
+        self.seq = 0
+        self.done = False
+
+    def complete(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        for g, d in enumerate(self.descs):
+            if d.pred:
+                (self._load if self.to_lds else self._store)(g, d)
+
+    def _lds_index(self, g: int, d: Tdm2D, lds: np.ndarray) -> np.ndarray:
+        lds_mem = self.ctx.lds
+        if lds.size and (lds.min() < 0 or lds.max() + d.elem_bytes > lds_mem.lds_bytes):
+            if not self.ctx.lds_oob_ok:
+                raise EmuMemoryError(
+                    f"TDM tile at LDS offset {d.lds_addr} ({d.tile_dim1}x{d.tile_dim0} x {d.elem_bytes} B) "
+                    f"falls outside the workgroup's {lds_mem.lds_bytes} bytes of LDS")
+        idx = (g * lds_mem.lds_bytes + lds)[:, None] + np.arange(d.elem_bytes, dtype=np.int64)
+        return idx
+
+    def _load(self, g: int, d: Tdm2D) -> None:
+        gel, lds, inb = d.element_grid()
+        eb = d.elem_bytes
+        data = np.zeros((gel.size, eb), dtype=np.uint8)
+        if inb.any():
+            addrs = d.global_addr + gel[inb] * eb
+            data[inb] = self.ctx.gmem.read(addrs, np.dtype(np.uint8), eb)
+        idx = self._lds_index(g, d, lds)
+        ok = (idx[:, -1] < (g + 1) * self.ctx.lds.lds_bytes) & (lds >= 0)
+        self.ctx.lds.data[idx[ok]] = data[ok]
+
+    def _store(self, g: int, d: Tdm2D) -> None:
+        gel, lds, inb = d.element_grid()
+        idx = self._lds_index(g, d, lds)
+        ok = inb & (idx[:, -1] < (g + 1) * self.ctx.lds.lds_bytes) & (lds >= 0)
+        if ok.any():
+            data = self.ctx.lds.data[idx[ok]]
+            self.ctx.gmem.write(d.global_addr + gel[ok] * d.elem_bytes, data)

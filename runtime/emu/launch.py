@@ -131,6 +131,9 @@ class Launcher:
         waves = [WaveCtx(wave=w, n_waves=n_waves, groups=chunk, block=block, grid=grid, lds=lds,
                          gmem=self.gmem, lds_offsets=offsets, batched=batched, budget=budget)
                  for w in range(n_waves)]
+        if self.policy.delays_ds_stores:
+            for w in waves:
+                w.ds_queue = []
         on_end = None
         if self.sanitizer is not None:
             on_end = self.sanitizer.begin_batch(prog, waves, chunk, grid, lds.lds_bytes)

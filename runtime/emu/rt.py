@@ -297,6 +297,8 @@ def lds_load(ctx, addr, dtype, count, mask, site=None):
     L = ctx.L
     addr = np.broadcast_to(np.asarray(addr, dtype=np.int64), (L,))
     nb = dtype.itemsize * count
+    if ctx.ds_queue:
+        ctx.flush_ds()  # the wave's own LDS queue is in order: it reads its earlier stores
     idx, ok = ctx.lds.flat_index(ctx.group_base, addr, nb)
     ok &= mask
     raw = ctx.lds.data[idx]
@@ -318,7 +320,10 @@ def lds_store(ctx, addr, data, mask):
         if not ctx.lds_oob_ok:
             _lds_oob(ctx, addr, raw.shape[1], mask)
         idx, raw = idx[ok], raw[ok]
-    ctx.lds.data[idx] = raw
+    if ctx.ds_queue is not None:
+        ctx.ds_queue.append((idx, raw))  # lands at the wave's next dscnt wait / fence / barrier
+    else:
+        ctx.lds.data[idx] = raw
 
 
 def _lds_oob(ctx, addr, nbytes, mask):
@@ -453,3 +458,64 @@ def tdm_copy(ctx, g0, g1, g2, g3, to_lds):
 from .ops.copies import AsyncCopy  # noqa: E402,F401  (generated code builds copies through R)
 from .ops.wmma import _ELEM as WMMA_ELEM  # noqa: E402,F401
 from .ops.wmma import wmma  # noqa: E402,F401
+
+
+# ----------------------------------------------------------------------------- atomics
+
+_RMW_FN = {
+    "xchg": lambda old, v: v, "add": lambda old, v: old + v, "sub": lambda old, v: old - v,
+    "and": lambda old, v: old & v, "or": lambda old, v: old | v, "xor": lambda old, v: old ^ v,
+    "max": np.maximum, "min": np.minimum, "umax": lambda o, v: umax(o, v), "umin": lambda o, v: umin(o, v),
+    "fadd": lambda old, v: old + v, "fsub": lambda old, v: old - v, "fmax": np.fmax, "fmin": np.fmin,
+}
+
+
+def _atomic_views(ctx, space, addr, nbytes):
+    """(byte array, flat byte indices (L, nbytes)) of an atomic's target words."""
+    if space == 3:
+        if ctx.ds_queue:
+            ctx.flush_ds()
+        idx, ok = ctx.lds.flat_index(ctx.group_base, addr, nbytes)
+        if not ok.all() and not ctx.lds_oob_ok:
+            _lds_oob(ctx, addr, nbytes, np.ones(ctx.L, bool))
+        return ctx.lds.data, idx
+    r, off = ctx.gmem.locate(addr, nbytes)
+    return r.view, off[:, None] + np.arange(nbytes, dtype=np.int64)
+
+
+def atomic_rmw(ctx, space, kind, addr, val, mask):
+    """Lanes apply the read-modify-write one after another (lane order); returns old values."""
+    val = np.asarray(val)
+    dt = val.dtype
+    addr = np.asarray(addr, dtype=np.int64)
+    old = np.zeros(ctx.L, dtype=dt)
+    lanes = np.flatnonzero(mask)
+    if lanes.size == 0:
+        return old
+    mem, idx = _atomic_views(ctx, space, np.where(mask, addr, addr[lanes[0]]), dt.itemsize)
+    fn = _RMW_FN[kind]
+    for lane in lanes:
+        cur = mem[idx[lane]].view(dt)[0]
+        old[lane] = cur
+        mem[idx[lane]] = np.asarray(fn(cur, val[lane]), dtype=dt).reshape(1).view(np.uint8)
+    return old
+
+
+def atomic_cmpxchg(ctx, space, addr, cmp, new, mask):
+    """Returns the (old value, success) pair per lane, as llvm.cmpxchg's struct result."""
+    cmp, new = np.asarray(cmp), np.asarray(new)
+    dt = new.dtype
+    addr = np.asarray(addr, dtype=np.int64)
+    old = np.zeros(ctx.L, dtype=dt)
+    ok = np.zeros(ctx.L, dtype=bool)
+    lanes = np.flatnonzero(mask)
+    if lanes.size == 0:
+        return (old, ok)
+    mem, idx = _atomic_views(ctx, space, np.where(mask, addr, addr[lanes[0]]), dt.itemsize)
+    for lane in lanes:
+        cur = mem[idx[lane]].view(dt)[0]
+        old[lane] = cur
+        if cur == cmp[lane]:
+            ok[lane] = True
+            mem[idx[lane]] = np.asarray(new[lane], dtype=dt).reshape(1).view(np.uint8)
+    return (old, ok)

@@ -34,9 +34,19 @@ class BatchDivergence(RuntimeError):
 
 @dataclass(frozen=True)
 class Policy:
+    """Wave order, and when copies and ds stores land.
+
+    `late`: copies at their covering wait; ds stores at the wave's next dscnt wait, fence,
+    fenced barrier or LDS load (the most adversarial legal timing). `early`: both at issue.
+    `random`: at random points in between."""
+
     order: str = "round-robin"
     seed: int = 0
     async_completion: str = "late"
+
+    @property
+    def delays_ds_stores(self) -> bool:
+        return self.async_completion != "early"
 
     @classmethod
     def parse(cls, text: str) -> "Policy":
@@ -149,6 +159,7 @@ class Scheduler:
         self.steps += 1
         kind = ev[0]
         if kind == "barrier":
+            ctx.flush_ds()  # gpu.barrier's release fence is s_wait_dscnt 0
             self._check_batch(ctx, ev[2])
             self._signal(w, ev[1])
             self._wait(w, ev[1])
@@ -158,7 +169,10 @@ class Scheduler:
         elif kind == "wait":
             self._wait(w, ev[1])
         elif kind == "waitcnt":
-            ctx.complete_until(ev[1], ev[2])
+            if ev[1] == "ds":
+                ctx.flush_ds(ev[2])
+            else:
+                ctx.complete_until(ev[1], ev[2])
         elif kind == "wait_asyncmark":
             self._wait_asyncmark(ctx, ev[1])
         elif kind == "issue":
@@ -177,6 +191,8 @@ class Scheduler:
             del ctx.marks[: len(ctx.marks) - n]
 
     def _random_completions(self, ctx: WaveCtx) -> None:
+        if ctx.ds_queue and self.rng.random() < 0.5:
+            ctx.flush_ds(self.rng.randrange(len(ctx.ds_queue)))
         for q in ctx.pending.values():
             while q and self.rng.random() < 0.5:
                 q.popleft().complete()

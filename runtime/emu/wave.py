@@ -62,6 +62,8 @@ class WaveCtx:
         self.gmem = gmem
         self.lds_offsets = lds_offsets
         self.lds_oob_ok = False
+        # ds stores waiting in the wave's LDS queue (None: they land at once)
+        self.ds_queue: list | None = None
         self.san = NullHooks()
         self.pending: dict[str, deque] = {"async": deque(), "tensor": deque()}
         self.marks: list[int] = []  # copies issued before each asyncmark
@@ -92,7 +94,18 @@ class WaveCtx:
         while q is not None and len(q) > n:
             q.popleft().complete()
 
+    def flush_ds(self, keep: int = 0) -> None:
+        """Land the wave's queued ds stores, all but the newest `keep` (s_wait_dscnt keep)."""
+        q = self.ds_queue
+        if not q:
+            return
+        n = max(0, len(q) - keep)
+        for idx, raw in q[:n]:
+            self.lds.data[idx] = raw
+        del q[:n]
+
     def drain(self) -> None:
+        self.flush_ds()
         for q in self.pending.values():
             while q:
                 q.popleft().complete()

@@ -173,9 +173,12 @@ def addrspacecast(t, op: Op) -> None:
 
 @emits("llvm.fence")
 def fence(t, op: Op) -> None:
-    # The emulator's memory is sequentially consistent at yield granularity; a fence only
-    # matters to the happens-before engine, which sees it through __ldssan_fence.
-    t.out("pass")
+    # A workgroup fence compiles to s_wait_dscnt 0 (+ load/store counters) on gfx1250: the
+    # wave's queued ds stores land. A "-one-as" fence emits no dscnt wait.
+    if "one-as" not in str(op.attr("syncscope", "")):
+        t.out("ctx.flush_ds()")
+    else:
+        t.out("pass")
 
 
 _RMW = {0: "xchg", 1: "add", 2: "sub", 3: "and", 4: "nand", 5: "or", 6: "xor", 7: "max",

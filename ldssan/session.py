@@ -54,10 +54,29 @@ class SanitizerSession:
         self.engine = None
 
     def finish(self) -> None:
+        from . import config
+
+        if config.get("coverage"):
+            _print_coverage(self.coverage)
         kernel = ", ".join(self.kernels) or self.entry
         report = decode(self.ring.records(), self.table, dropped=self.ring.dropped,
                         capacity=self.ring.capacity, launches=1, kernel=kernel)
         self.on_result(LaunchResult(kernel, report, self.launch, self.table))
+
+
+_COVERAGE_SHOWN: set[str] = set()
+
+
+def _print_coverage(coverage_json: str) -> None:
+    """`FLYDSL_LDSSAN_COVERAGE=1`: each kernel build's instrumented sites by kind, once."""
+    import sys
+
+    from ldssan.passes.instrument import coverage_line
+
+    for line in coverage_line(coverage_json):
+        if line not in _COVERAGE_SHOWN:
+            _COVERAGE_SHOWN.add(line)
+            print(line, file=sys.stderr)
 
 
 def _site_table(sites_json: str, view) -> SiteTable:

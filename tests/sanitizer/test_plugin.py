@@ -89,3 +89,11 @@ def test_bad_env_value_is_a_clear_error(kernel_tests, monkeypatch):
     monkeypatch.setenv("FLYDSL_LDSSAN", "maybe")
     res = kernel_tests.runpytest_subprocess("-p", "ldssan")
     assert "FLYDSL_LDSSAN='maybe'" in res.stderr.str() + res.stdout.str()
+
+
+def test_coverage_line_lists_sites_by_kind(kernel_tests, monkeypatch):
+    monkeypatch.setenv("FLYDSL_LDSSAN", "1")
+    monkeypatch.setenv("FLYDSL_LDSSAN_COVERAGE", "1")
+    res = kernel_tests.runpytest_subprocess("-p", "ldssan", "-k", "clean", "-s")
+    res.assert_outcomes(passed=1)
+    assert "ldssan: neighbour_0: 3 sites (barrier 1, ds_read 1, ds_write 1)" in res.stderr.str() + res.stdout.str()

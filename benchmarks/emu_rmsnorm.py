@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import time
 
-import numpy as np
 import torch
+
+from _common import machine, use_bench_cache
 
 
 def measure(M: int, N: int, batch: int, repeat: int) -> dict:
@@ -55,13 +54,12 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=8192)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    os.environ.setdefault("FLYDSL_RUNTIME_CACHE_DIR", os.path.join(os.getcwd(), ".bench-cache"))
+    use_bench_cache()
     runs = [measure(args.m, args.n, b, args.repeat) for b in (1, args.m)]
     print(json.dumps({
         "benchmark": "emu_rmsnorm",
         "kernel": f"ldssan.kernels.rmsnorm {args.m}x{args.n} bf16, 8 waves/workgroup",
-        "machine": {"cpu": platform.processor() or platform.machine(), "python": platform.python_version(),
-                    "numpy": np.__version__, "cores": os.cpu_count()},
+        "machine": machine(),
         "unbatched": runs[0],
         "batched": runs[1],
         "target_lane_ops_per_second": 100_000_000,

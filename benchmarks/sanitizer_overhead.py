@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 
-import numpy as np
 import torch
+
+from _common import machine, use_bench_cache
 
 
 def _launch(fn, ctx_factory):
@@ -71,13 +70,12 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=8192)
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
-    os.environ.setdefault("FLYDSL_RUNTIME_CACHE_DIR", os.path.join(os.getcwd(), ".bench-cache"))
+    use_bench_cache()
     runs = [measure(args.m, args.n, b, args.rounds) for b in (1, args.m)]
     print(json.dumps({
         "benchmark": "sanitizer_overhead",
         "kernel": f"ldssan.kernels.rmsnorm {args.m}x{args.n} bf16, 8 waves/workgroup",
-        "machine": {"cpu": platform.processor() or platform.machine(), "python": platform.python_version(),
-                    "numpy": np.__version__, "cores": os.cpu_count()},
+        "machine": machine(),
         "median_of_rounds": args.rounds,
         "unbatched": runs[0],
         "batched": runs[1],

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .memory import EmuMemoryError
+from .wave import Copy
 
 
 @dataclass(frozen=True)
@@ -119,22 +120,16 @@ def lds_footprint(ctx, g0, g1, g2, g3) -> list[np.ndarray]:
     return [d.lds_bytes() for d in decode_batch(ctx, g0, g1, g2, g3)]
 
 
-class TdmCopy:
+class TdmCopy(Copy):
     """One in-flight TDM op of one wave: moves its tiles when completed."""
 
-    __slots__ = ("ctx", "descs", "to_lds", "seq", "done")
+    __slots__ = ("descs",)
 
     def __init__(self, ctx, descs: list[Tdm2D], to_lds: bool):
-        self.ctx = ctx
+        super().__init__(ctx, to_lds)
         self.descs = descs
-        self.to_lds = to_lds
-        self.seq = 0
-        self.done = False
 
-    def complete(self) -> None:
-        if self.done:
-            return
-        self.done = True
+    def move(self) -> None:
         for g, d in enumerate(self.descs):
             if d.pred:
                 (self._load if self.to_lds else self._store)(g, d)

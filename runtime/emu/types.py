@@ -153,21 +153,8 @@ class _Parser:
         return m.group(1)
 
     def type(self) -> Type:
-        if self.peek("!llvm.struct<"):
-            self.eat("!llvm.struct<")
-            if self.peek("packed"):
-                self.eat("packed")
-            self.eat("(")
-            fields = []
-            while not self.peek(")"):
-                fields.append(self.type())
-                if self.peek(","):
-                    self.eat(",")
-            self.eat(")")
-            self.eat(">")
-            return Type("struct", fields=tuple(fields))
-        if self.peek("struct<"):  # nested member spelling inside !llvm.struct
-            self.eat("struct<")
+        if self.peek("!llvm.struct<") or self.peek("struct<"):  # members spell nested structs bare
+            self.eat("!llvm.struct<" if self.peek("!llvm.struct<") else "struct<")
             if self.peek("packed"):
                 self.eat("packed")
             self.eat("(")

@@ -35,6 +35,26 @@ def _ignore(*args, **kwargs):
     return None
 
 
+class Copy:
+    """An in-flight asynchronous copy of one wave; `complete()` moves its data, once."""
+
+    __slots__ = ("ctx", "to_lds", "seq", "done")
+
+    def __init__(self, ctx, to_lds: bool):
+        self.ctx = ctx
+        self.to_lds = to_lds
+        self.seq = 0  # issue order within the wave (asyncmark bookkeeping)
+        self.done = False
+
+    def complete(self) -> None:
+        if not self.done:
+            self.done = True
+            self.move()
+
+    def move(self) -> None:
+        raise NotImplementedError
+
+
 class WaveCtx:
     def __init__(self, *, wave: int, n_waves: int, groups: list[tuple[int, int, int]],
                  block: tuple[int, int, int], grid: tuple[int, int, int], lds, gmem,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..irview import Op
+from ..wave import Copy
 from . import emits
 
 _ASYNC_BYTES = {"b8": 1, "b32": 4, "b64": 8, "b128": 16}
@@ -40,27 +41,21 @@ for _suffix in _ASYNC_BYTES:
     emits(f"rocdl.global.load.async.to.lds.{_suffix}", f"rocdl.global.store.async.from.lds.{_suffix}")(_async_copy)
 
 
-class AsyncCopy:
+class AsyncCopy(Copy):
     """A per-lane async copy of `nbytes` per active lane between global memory and LDS.
 
     The immediate offset is added to the global address (the LDS address is per lane)."""
 
-    __slots__ = ("ctx", "gaddr", "laddr", "nbytes", "to_lds", "mask", "seq", "done")
+    __slots__ = ("gaddr", "laddr", "nbytes", "mask")
 
     def __init__(self, ctx, gaddr, laddr, nbytes, offset, to_lds, mask):
-        self.ctx = ctx
+        super().__init__(ctx, to_lds)
         self.mask = np.array(mask, dtype=bool)
         self.gaddr = np.asarray(gaddr, dtype=np.int64) + offset
         self.laddr = np.asarray(laddr, dtype=np.int64)
         self.nbytes = nbytes
-        self.to_lds = to_lds
-        self.seq = 0
-        self.done = False
 
-    def complete(self) -> None:
-        if self.done:
-            return
-        self.done = True
+    def move(self) -> None:
         from ..rt import lds_load, lds_store
 
         m = self.mask

@@ -32,7 +32,7 @@ class SanitizerSession:
         self.ring = Ring(ring_capacity)
         self.launch = next(_launch_ids)
         self.on_result = on_result
-        self.engine = None
+        self.engines: list = []
         self.kernels: list[str] = []
         self.coverage = view.attrs.get("ldssan.coverage", "{}")
 
@@ -40,18 +40,20 @@ class SanitizerSession:
     def begin_batch(self, prog, waves, chunk, grid, lds_bytes):
         gx, gy, _gz = grid
         groups = [x + gx * (y + gy * z) for x, y, z in chunk]
-        self.engine = ShadowEngine(lds_bytes, len(waves), self.ring, groups=groups, launch=self.launch)
+        engine = ShadowEngine(lds_bytes, len(waves), self.ring, groups=groups, launch=self.launch)
+        self.engines.append(engine)
         if prog.name not in self.kernels:
             self.kernels.append(prog.name)
         for ctx in waves:
-            ctx.san = ShadowHooks(self.engine, ctx)
+            ctx.san = ShadowHooks(engine, ctx)
             ctx.lds_oob_ok = True  # out-of-range LDS is reported as LDS031, not raised
-        engine = self.engine
         return lambda ctx: engine.wave_end(ctx.wave, NO_SITE)
 
     def end_batch(self) -> None:
-        self.engine.finish()
-        self.engine = None
+        """Every engine begun since the last call has run to its end."""
+        for engine in self.engines:
+            engine.finish()
+        self.engines = []
 
     def finish(self) -> None:
         from . import config

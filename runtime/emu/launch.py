@@ -66,11 +66,14 @@ class Launcher:
     """Runs the launches of one host call against `gmem`."""
 
     def __init__(self, view: ModuleView, gmem: GlobalMemory, *, policy: Policy, batch: int = 1,
-                 ir_key: str = "", sanitizer=None):
+                 ir_key: str = "", sanitizer=None, resident: int = 1):
         self.view = view
         self.gmem = gmem
         self.policy = policy
         self.batch = max(1, batch)
+        # workgroups resident at once, interleaved by the scheduler (persistent kernels,
+        # cross-workgroup flags); exclusive with batching
+        self.resident = max(1, resident)
         self.ir_key = ir_key
         self.sanitizer = sanitizer  # object with .begin_batch(...) -> per-wave hooks, or None
         self.records: list[LaunchRecord] = []
@@ -102,6 +105,13 @@ class Launcher:
         t0 = time.perf_counter()
         groups = list(itertools.product(range(grid[2]), range(grid[1]), range(grid[0])))
         groups = [(x, y, z) for z, y, x in groups]
+        if self.resident > 1:
+            for i in range(0, len(groups), self.resident):
+                chunk = groups[i:i + self.resident]
+                rec.wave_steps += self._run_resident(name, chunk, grid, block, lds_bytes, offsets, args)
+            rec.seconds = time.perf_counter() - t0
+            self.records.append(rec)
+            return
         batch = self.batch
         lds = None
         i = 0
@@ -122,28 +132,50 @@ class Launcher:
         rec.seconds = time.perf_counter() - t0
         self.records.append(rec)
 
-    def _run_batch(self, name, chunk, grid, block, lds, offsets, args) -> int:
-        batched = len(chunk) > 1
-        prog: Program = translate(self.view, name, batched=batched, cache_key=self._key(name))
+    def _waves(self, chunk, team, grid, block, lds, offsets, batched, budget) -> list[WaveCtx]:
         n_threads = block[0] * block[1] * block[2]
         n_waves = (n_threads + WAVE - 1) // WAVE
-        budget = [STEP_BUDGET]
         waves = [WaveCtx(wave=w, n_waves=n_waves, groups=chunk, block=block, grid=grid, lds=lds,
-                         gmem=self.gmem, lds_offsets=offsets, batched=batched, budget=budget)
+                         gmem=self.gmem, lds_offsets=offsets, batched=batched, budget=budget, team=team)
                  for w in range(n_waves)]
         if self.policy.delays_ds_stores:
             for w in waves:
                 w.ds_queue = []
-        on_end = None
+        return waves
+
+    def _run_batch(self, name, chunk, grid, block, lds, offsets, args) -> int:
+        batched = len(chunk) > 1
+        prog: Program = translate(self.view, name, batched=batched, cache_key=self._key(name))
+        waves = self._waves(chunk, 0, grid, block, lds, offsets, batched, [STEP_BUDGET])
+        return self._schedule(prog, [(waves, chunk, lds)], grid, args, len(chunk))
+
+    def _run_resident(self, name, chunk, grid, block, lds_bytes, offsets, args) -> int:
+        prog: Program = translate(self.view, name, batched=False, cache_key=self._key(name))
+        budget = [STEP_BUDGET]
+        teams = []
+        for team, group in enumerate(chunk):
+            lds = LocalMemory(lds_bytes, 1, fill=LDS_FILL)
+            teams.append((self._waves([group], team, grid, block, lds, offsets, False, budget), [group], lds))
+        return self._schedule(prog, teams, grid, args, 1)
+
+    def _schedule(self, prog, teams, grid, args, lanes_per_wave_group: int) -> int:
+        """Run the waves of every team together under one scheduler."""
+        ends = {}
         if self.sanitizer is not None:
-            on_end = self.sanitizer.begin_batch(prog, waves, chunk, grid, lds.lds_bytes)
-        sched = Scheduler(prog, waves, args, self.policy, on_wave_end=on_end)
+            for waves, chunk, lds in teams:
+                end = self.sanitizer.begin_batch(prog, waves, chunk, grid, lds.lds_bytes)
+                for w in waves:
+                    ends[id(w)] = end
+        on_end = (lambda ctx: ends[id(ctx)](ctx)) if ends else None
+        all_waves = [w for waves, _c, _l in teams for w in waves]
+        sched = Scheduler(prog, all_waves, args, self.policy, on_wave_end=on_end)
         sched.run()
         if self.sanitizer is not None:
             self.sanitizer.end_batch()
         rec = self._current
-        rec.wave_ops += sum(w.nops for w in waves) * len(chunk)
-        rec.lane_ops += sum(w.nops for w in waves) * WAVE * len(chunk)
+        ops = sum(w.nops for w in all_waves) * lanes_per_wave_group
+        rec.wave_ops += ops
+        rec.lane_ops += ops * WAVE
         return sched.steps
 
 
@@ -177,7 +209,7 @@ def parse_module(text: str) -> ModuleView:
 
 
 def run_kernel(view: ModuleView, kernel: str, *, grid, block, args: list, policy: Policy | str = "round-robin",
-               batch: int = 1, smem: int = 0, sanitizer=None) -> Launcher:
+               batch: int = 1, smem: int = 0, sanitizer=None, resident: int = 1) -> Launcher:
     """Launch `kernel` of `view` directly. numpy arrays in `args` become global pointers
     (results land in them); other values are passed as they are."""
     if isinstance(policy, str):
@@ -192,6 +224,7 @@ def run_kernel(view: ModuleView, kernel: str, *, grid, block, args: list, policy
             values.append(np.int64(a.ctypes.data))
         else:
             values.append(a)
-    launcher = Launcher(view, gmem, policy=policy, batch=batch, ir_key=view.key or None, sanitizer=sanitizer)
+    launcher = Launcher(view, gmem, policy=policy, batch=batch, ir_key=view.key or None, sanitizer=sanitizer,
+                        resident=resident)
     launcher.launch_kernel(kernel, grid, block, smem, tuple(values))
     return launcher

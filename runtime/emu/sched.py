@@ -28,6 +28,13 @@ class DeadlockError(RuntimeError):
     pass
 
 
+class SpinTimeout(DeadlockError):
+    """Waves kept spinning (loop iterations with no other progress) past the spin budget."""
+
+
+SPIN_LIMIT = 200_000
+
+
 class BatchDivergence(RuntimeError):
     """Batched workgroups took different paths at a barrier; rerun them one at a time."""
 
@@ -86,9 +93,14 @@ class Scheduler:
         self.rng = random.Random(policy.seed)
         self.live = set(range(len(waves)))
         self.ready = list(range(len(waves)))
-        self.blocked: dict[int, tuple[int, int]] = {}  # wave -> (barrier id, phase awaited)
-        self.awaiting: dict[tuple[int, int], int] = {}  # (wave, barrier) -> phase it signalled in
-        self.barriers: dict[int, _Barrier] = {}
+        # Several workgroups ("teams") may be resident at once; barriers are per team.
+        self.team_live: dict[int, set] = {}
+        for i, w in enumerate(waves):
+            self.team_live.setdefault(w.team, set()).add(i)
+        self.blocked: dict[int, tuple[tuple, int]] = {}  # wave -> ((team, barrier id), phase awaited)
+        self.awaiting: dict[tuple[int, tuple], int] = {}  # (wave, key) -> phase it signalled in
+        self.barriers: dict[tuple, _Barrier] = {}
+        self.spins = 0
         self.cursor = -1
         self.on_wave_end = on_wave_end
         self.steps = 0
@@ -109,32 +121,37 @@ class Scheduler:
         raise AssertionError("no ready wave")
 
     # -- barrier bookkeeping ---------------------------------------------------------------------
-    def _barrier(self, bid: int) -> _Barrier:
-        return self.barriers.setdefault(bid, _Barrier())
+    def _key(self, w: int, bid: int) -> tuple:
+        return (self.waves[w].team, bid)
+
+    def _barrier(self, key: tuple) -> _Barrier:
+        return self.barriers.setdefault(key, _Barrier())
 
     def _signal(self, w: int, bid: int) -> None:
-        b = self._barrier(bid)
+        key = self._key(w, bid)
+        b = self._barrier(key)
         b.arrived.add(w)
-        self.awaiting[(w, bid)] = b.phase
-        self._maybe_complete(bid)
+        self.awaiting[(w, key)] = b.phase
+        self._maybe_complete(key)
 
-    def _maybe_complete(self, bid: int) -> None:
-        b = self._barrier(bid)
-        if b.arrived and self.live <= b.arrived:
+    def _maybe_complete(self, key: tuple) -> None:
+        b = self._barrier(key)
+        if b.arrived and self.team_live[key[0]] <= b.arrived:
             b.phase += 1
             b.arrived.clear()
-            for w, (wb, ph) in list(self.blocked.items()):
-                if wb == bid and ph < b.phase:
+            for w, (wk, ph) in list(self.blocked.items()):
+                if wk == key and ph < b.phase:
                     del self.blocked[w]
                     self.ready.append(w)
 
     def _wait(self, w: int, bid: int) -> None:
-        b = self._barrier(bid)
-        ph = self.awaiting.pop((w, bid), b.phase)
+        key = self._key(w, bid)
+        b = self._barrier(key)
+        ph = self.awaiting.pop((w, key), b.phase)
         if ph < b.phase:
             return  # phase already complete
         self.ready.remove(w)
-        self.blocked[w] = (bid, ph)
+        self.blocked[w] = (key, ph)
 
     # -- the run loop -------------------------------------------------------------------------------
     def run(self) -> None:
@@ -158,6 +175,16 @@ class Scheduler:
             raise
         self.steps += 1
         kind = ev[0]
+        if kind == "spin":
+            self.spins += 1
+            if self.spins > SPIN_LIMIT:
+                raise SpinTimeout(self._deadlock_message(
+                    f"ldssan-emu: spin budget exhausted — {SPIN_LIMIT} loop iterations with no other "
+                    "progress (a spin-wait that never ends):"))
+            return
+        self.spins = 0
+        if kind == "sync":
+            return
         if kind == "barrier":
             ctx.flush_ds()  # gpu.barrier's release fence is s_wait_dscnt 0
             self._check_batch(ctx, ev[2])
@@ -208,11 +235,14 @@ class Scheduler:
         ctx = self.waves[w]
         ctx.drain()
         self.live.discard(w)
+        self.team_live[ctx.team].discard(w)
         self.ready.remove(w)
+        self.spins = 0
         if self.on_wave_end is not None:
             self.on_wave_end(ctx)
-        for bid in list(self.barriers):
-            self._maybe_complete(bid)
+        for key in list(self.barriers):
+            if key[0] == ctx.team:
+                self._maybe_complete(key)
 
     # -- diagnostics ----------------------------------------------------------------------------
     def position(self, w: int) -> str:
@@ -222,17 +252,25 @@ class Scheduler:
         at = self.program.op_at(frame.f_lineno)
         return f"'{at[0]}' at {at[1]}" if at else f"line {frame.f_lineno} of the translated kernel"
 
-    def _deadlock_message(self) -> str:
-        lines = ["ldssan-emu: deadlock — every live wave is blocked:"]
+    def _name(self, w: int) -> str:
+        ctx = self.waves[w]
+        teams = len(self.team_live) > 1
+        return f"workgroup {ctx.team} wave {ctx.wave}" if teams else f"wave {ctx.wave}"
+
+    def _deadlock_message(self, head: str = "ldssan-emu: deadlock — every live wave is blocked:") -> str:
+        lines = [head]
         for w in sorted(self.live):
-            bid, ph = self.blocked.get(w, (None, None))
-            what = f"waiting at barrier {bid} (phase {ph})" if bid is not None else "blocked"
-            lines.append(f"  wave {w}: {what} in {self.position(w)}")
+            key, ph = self.blocked.get(w, (None, None))
+            what = f"waiting at barrier {key[1]} (phase {ph})" if key is not None else "running"
+            lines.append(f"  {self._name(w)}: {what} in {self.position(w)}")
         done = sorted(set(range(len(self.waves))) - self.live)
         if done:
-            lines.append(f"  finished waves: {done}")
-        for bid, b in self.barriers.items():
-            lines.append(f"  barrier {bid}: phase {b.phase}, arrived {sorted(b.arrived)} of live {sorted(self.live)}")
+            lines.append(f"  finished waves: {[self._name(w) for w in done]}")
+        for (team, bid), b in self.barriers.items():
+            live = sorted(self.waves[w].wave for w in self.team_live[team])
+            arrived = sorted(self.waves[w].wave for w in b.arrived)
+            where = f"workgroup {team} " if len(self.team_live) > 1 else ""
+            lines.append(f"  {where}barrier {bid}: phase {b.phase}, arrived {arrived} of live {live}")
         return "\n".join(lines)
 
     def _annotate(self, exc: Exception, w: int) -> None:

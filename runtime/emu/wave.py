@@ -58,9 +58,10 @@ class Copy:
 class WaveCtx:
     def __init__(self, *, wave: int, n_waves: int, groups: list[tuple[int, int, int]],
                  block: tuple[int, int, int], grid: tuple[int, int, int], lds, gmem,
-                 lds_offsets: dict[str, int], batched: bool, budget: list[int]):
+                 lds_offsets: dict[str, int], batched: bool, budget: list[int], team: int = 0):
         B = len(groups)
         self.wave = wave
+        self.team = team  # index of the workgroup among those resident at once
         self.n_waves = n_waves
         self.L = L = WAVE * B
         self.lane = np.tile(np.arange(WAVE, dtype=np.int64), B)

@@ -111,3 +111,53 @@ def test_batched_workgroups_match_unbatched():
     three = run(body, grid=3, batch=3)
     np.testing.assert_array_equal(one, three)
     np.testing.assert_array_equal(one[64:128], (T + 64) * 1)
+
+
+SPIN = """
+      %b = gpu.block_id x
+      %bi = arith.index_cast %b : index to i32
+      %c0 = arith.constant 0 : i32
+      %c1 = arith.constant 1 : i32
+      %c42 = arith.constant 42 : i32
+      %setter = arith.cmpi eq, %bi, %c{setter} : i32
+      scf.if %setter {{
+        llvm.store %c1, %src : i32, !llvm.ptr<1>
+      }}
+      %waiter = arith.cmpi eq, %bi, %c0 : i32
+      scf.if %waiter {{
+        %w = scf.while (%x = %c0) : (i32) -> (i32) {{
+          %f = llvm.load %src : !llvm.ptr<1> -> i32
+          %go = arith.cmpi eq, %f, %c0 : i32
+          scf.condition(%go) %x : i32
+        }} do {{
+        ^bb0(%y: i32):
+          scf.yield %y : i32
+        }}
+        %p = llvm.getelementptr %out[%t] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, i32
+        llvm.store %c42, %p : i32, !llvm.ptr<1>
+      }}"""
+
+
+def _spin(setter: int, resident: int, policy="round-robin"):
+    out = np.zeros(64, np.int32)
+    flag = np.zeros(1, np.int32)
+    view = parse_module(module(SPIN.format(setter=setter), "%out: !llvm.ptr<1>, %src: !llvm.ptr<1>"))
+    run_kernel(view, "kern", grid=(2, 1, 1), block=(64, 1, 1), args=[out, flag], policy=policy,
+               resident=resident)
+    return out
+
+
+@pytest.mark.parametrize("policy", ["round-robin", "reverse", "random(2)"])
+def test_resident_workgroups_see_each_others_flags(policy):
+    # workgroup 0 spins until workgroup 1 sets a flag: only works with both resident
+    np.testing.assert_array_equal(_spin(setter=1, resident=2, policy=policy), 42)
+
+
+def test_a_spin_that_never_ends_is_reported_not_hung(monkeypatch):
+    from ldssan.runtime.emu import sched
+
+    monkeypatch.setattr(sched, "SPIN_LIMIT", 2000)
+    with pytest.raises(sched.SpinTimeout) as info:
+        _spin(setter=1, resident=1)  # workgroup 1 never runs while workgroup 0 spins
+    msg = str(info.value)
+    assert "spin budget exhausted" in msg and "wave 0: running in 'scf.while'" in msg

@@ -194,6 +194,9 @@ def atomicrmw(t, op: Op) -> None:
     space = addr_space(op.operand_types[0])
     t.out(f"{t.v(op.results[0])} = R.atomic_rmw(ctx, {space}, {kind!r}, {t.lanes(ptr)}, "
           f"{t.lanes(val)}, {t.mask})")
+    if space != 3:
+        t.mark_yield()
+        t.out("yield ('sync',)")  # a global atomic: other workgroups may act on it now
 
 
 @emits("llvm.cmpxchg")
@@ -202,6 +205,9 @@ def cmpxchg(t, op: Op) -> None:
     space = addr_space(op.operand_types[0])
     t.out(f"{t.v(op.results[0])} = R.atomic_cmpxchg(ctx, {space}, {t.lanes(ptr)}, {t.lanes(cmp)}, "
           f"{t.lanes(new)}, {t.mask})")
+    if space != 3:
+        t.mark_yield()
+        t.out("yield ('sync',)")
 
 
 @emits("llvm.call")

@@ -143,6 +143,8 @@ def scf_while(t, op: Op) -> None:
         t.out("while True:")
         with t.indented():
             t.out("ctx.tick()")
+            t.mark_yield()
+            t.out("yield ('spin',)")  # lets other waves (and resident workgroups) progress
             _body(t, before)
             t.out(f"if not {t.v(c)}:")
             with t.indented():
@@ -161,6 +163,8 @@ def scf_while(t, op: Op) -> None:
     t.out("while True:")
     with t.indented():
         t.out("ctx.tick()")
+        t.mark_yield()
+        t.out("yield ('spin',)")
         t.mask = m
         try:
             _body(t, before)

@@ -49,12 +49,12 @@ def collector() -> Collector:
     return _collector_stack[-1]
 
 
-def _make_config(policy, ring: int, batch: int) -> EmuConfig:
+def _make_config(policy, ring: int, batch: int, resident: int = 1) -> EmuConfig:
     frontend.register_pass("san", instrument_pass)
     locations.install()
     if isinstance(policy, str):
         policy = Policy.parse(policy)
-    cfg = EmuConfig(policy=policy, batch=batch, sanitize=True, pass_options=f"ring={ring}")
+    cfg = EmuConfig(policy=policy, batch=batch, resident=resident, sanitize=True, pass_options=f"ring={ring}")
 
     def factory(sites_json, entry, view=None):
         return SanitizerSession(sites_json, entry, view, ring_capacity=ring, on_result=collector().add)
@@ -80,12 +80,12 @@ def enabled() -> bool:
 
 
 @contextmanager
-def sanitize(policy: "Policy | str" = "round-robin", *, ring: int = 4096, batch: int = 1):
+def sanitize(policy: "Policy | str" = "round-robin", *, ring: int = 4096, batch: int = 1, resident: int = 1):
     """Sanitize the FlyDSL launches inside the block; yields the `Collector` of their results."""
     col = Collector()
     _collector_stack.append(col)
     try:
-        with frontend.active(_make_config(policy, ring, batch)):
+        with frontend.active(_make_config(policy, ring, batch, resident)):
             yield col
     finally:
         _collector_stack.remove(col)

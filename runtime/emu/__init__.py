@@ -22,11 +22,16 @@ __all__ = [
 
 
 @contextmanager
-def emulate(policy: "Policy | str" = "round-robin", *, batch: int = 1):
-    """Launches of FlyDSL kernels inside the block run on the virtual gfx1250."""
+def emulate(policy: "Policy | str" = "round-robin", *, batch: int = 1, resident: int = 1):
+    """Launches of FlyDSL kernels inside the block run on the virtual gfx1250.
+
+    `batch` workgroups run together on the lane axis (throughput); `resident` workgroups run
+    at once, interleaved by the scheduler (persistent kernels that wait on each other)."""
     if isinstance(policy, str):
         policy = Policy.parse(policy)
-    if batch < 1:
-        raise ValueError(f"batch must be >= 1, got {batch}")
-    with active(EmuConfig(policy=policy, batch=batch)) as cfg:
+    if batch < 1 or resident < 1:
+        raise ValueError(f"batch and resident must be >= 1, got {batch}, {resident}")
+    if batch > 1 and resident > 1:
+        raise ValueError("batch and resident are exclusive: batched workgroups run in lockstep")
+    with active(EmuConfig(policy=policy, batch=batch, resident=resident)) as cfg:
         yield cfg

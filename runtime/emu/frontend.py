@@ -37,6 +37,7 @@ VERSION = "0.1.0"
 class EmuConfig:
     policy: Policy = field(default_factory=Policy)
     batch: int = 1
+    resident: int = 1  # workgroups resident at once (persistent kernels); exclusive with batch
     sanitize: bool = False
     pass_options: str = ""  # folded into the sentinel: changes the cache key
     launches: list = field(default_factory=list)  # LaunchRecord of every launch, in order
@@ -274,7 +275,7 @@ class EmuCallState:
         if "ldssan.sites" in view.attrs and cfg.sanitizer_factory is not None:
             sanitizer = cfg.sanitizer_factory(view.attrs["ldssan.sites"], self.artifact._entry, view)
         launcher = Launcher(view, gmem, policy=cfg.policy, batch=cfg.batch, ir_key=key,
-                            sanitizer=sanitizer)
+                            sanitizer=sanitizer, resident=cfg.resident)
         launcher.run_host(self.artifact._entry, values)
         cfg.launches.extend(launcher.records)
         if sanitizer is not None:

@@ -16,7 +16,7 @@
 | g1[2..3]   |         | tensor dim1: g1[2] 31:16 lo, g1[3] 15:0 hi                |
 | g1[3]      | 31:16   | tile dim0                                                 |
 | g1[4]      | 15:0    | tile dim1                                                 |
-| g1[5]      | 31:0    | dim1 stride, in elements                                  |
+| g1[5..6]   | 47:0    | dim1 stride, in elements (g1[6] 15:0 holds bits 47:32)    |
 
 A load reads the tile box from global memory; elements outside the tensor dims are
 zero-filled; in LDS the tile is dense row-major, with `pad amount` bytes skipped after
@@ -96,7 +96,7 @@ def decode(g0, g1, g2=None, g3=None) -> Tdm2D:
         tensor_dim1=(g1[2] >> 16) | ((g1[3] & 0xFFFF) << 16),
         tile_dim0=g1[3] >> 16,
         tile_dim1=g1[4] & 0xFFFF,
-        stride1=g1[5],
+        stride1=g1[5] | ((g1[6] & 0xFFFF) << 32),
         mcast_mask=cfg & 0xFFFF,
     )
 

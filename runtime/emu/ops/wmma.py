@@ -79,8 +79,11 @@ def emit_wmma(t, op: Op) -> None:
     parsed = _types(op)
     if parsed is None or len(op.operands) != 3:
         raise t.unsupported(op, "WMMA variant not emulated")
-    if op.attr("modC") not in (None, 0, False) or op.attr("signA") or op.attr("signB"):
-        raise t.unsupported(op, "WMMA operand modifiers")
+    modc = op.attr("modC")
+    if modc not in (None, 0, False) and "none" not in str(getattr(modc, "text", modc)):
+        raise t.unsupported(op, f"WMMA C modifier {getattr(modc, 'text', modc)}")
+    if op.attr("signA") or op.attr("signB"):
+        raise t.unsupported(op, "WMMA sign modifiers")
     K, a_t, b_t = parsed
     a, b, c = (t.lanes(x) for x in op.operands)
     t.out(f"{t.v(op.results[0])} = R.wmma({a}, {b}, {c}, R.WMMA_ELEM[{a_t!r}], R.WMMA_ELEM[{b_t!r}], {K})")

@@ -74,5 +74,7 @@ HOOKS = {
         Hook("__ldssan_mark", (), "mark: rocdl.asyncmark executed"),
         Hook("__ldssan_barrier", ("i32", "i32"), "barrier: a barrier event; form = BarrierForm, then the id"),
         Hook("__ldssan_fence", ("i32", "i32"), "fence: llvm.fence with an ordering and a scope id (SCOPES)"),
+        Hook("__ldssan_use", (), "use: the first use of a ds load's result (site = the load); LLVM's "
+             "waitcnt insertion completes that load, and every earlier ds op of the wave, before it"),
     )
 }

@@ -79,6 +79,23 @@ def _lds_buffer(op, ptr_index: int) -> str | None:
     return None
 
 
+def _first_use(op):
+    """The op, in `op`'s own block, at or around the first use of its result (None if unused).
+
+    That is where LLVM's SIInsertWaitcnts puts the s_wait_dscnt for the load's VGPRs."""
+    block = op.block
+    first = None
+    for use in op.results[0].uses:
+        user = use.owner
+        user = getattr(user, "operation", user)
+        while user is not None and user.block != block:
+            parent = user.parent
+            user = getattr(parent, "operation", parent) if parent is not None else None
+        if user is not None and (first is None or user.is_before_in_block(first)):
+            first = user
+    return first
+
+
 def _touches_lds(op) -> bool:
     return any(str(v.type).replace(" ", "") == "!llvm.ptr<3>" for v in op.operands)
 
@@ -156,6 +173,11 @@ class Instrumenter:
         self.sites.append(entry)
         self.coverage[kernel][event.kind] += 1
         i32 = ir.IntegerType.get_signless(32)
+        if event.kind in ("ds_read", "ds_atomic") and len(op.results):
+            user = _first_use(op)
+            if user is not None:
+                with ir.InsertionPoint(user), op.location:
+                    llvm.call(None, [arith.ConstantOp(i32, site).result], [], [], callee="__ldssan_use")
         for call in event.calls:
             ip = ir.InsertionPoint(op) if call.where == "before" else ir.InsertionPoint.after(op)
             with ip, op.location:

@@ -12,15 +12,26 @@ from ..shadow import AccessKind, CopyKind, Counter
 
 
 class ShadowHooks:
-    __slots__ = ("engine", "wave", "ctx")
+    __slots__ = ("engine", "wave", "ctx", "ds_count", "ds_last")
 
     def __init__(self, engine, ctx):
         self.engine = engine
         self.wave = ctx.wave
         self.ctx = ctx
+        self.ds_count = 0  # ds ops this wave issued (DScnt is per instruction)
+        self.ds_last: dict[int, int] = {}  # site -> ds_count after its latest issue
 
     def ds(self, site, ptr, nbytes, kind, mask):
+        self.ds_count += 1
+        self.ds_last[site] = self.ds_count
         self.engine.ds(self.wave, site, ptr, nbytes, AccessKind(kind), mask)
+
+    def use(self, site, mask):
+        # the compiler's s_wait_dscnt before the load's result is read: it leaves only the
+        # ds ops issued after that load outstanding
+        issued = self.ds_last.get(site)
+        if issued is not None:
+            self.engine.wait(self.wave, site, Counter.DS, self.ds_count - issued)
 
     def dma(self, site, ptr, nbytes, kind, mask):
         self.engine.dma(self.wave, site, ptr, nbytes, CopyKind(kind), mask)

@@ -40,13 +40,22 @@ class Verdict(NamedTuple):
     flip: bool  # True: the current access is the *first* of the pair (report the prior one)
 
 
-def classify(p: AccessInfo, a: AccessInfo, a_snap: Snapshot, waves: Sequence[WaveState]) -> Verdict:
+def classify(p: AccessInfo, a: AccessInfo, a_snap: Snapshot, waves: Sequence[WaveState],
+             served: bool = False) -> Verdict:
     """Rule and cause for prior `p` (processed earlier) conflicting unordered with `a`.
 
     The pair is ordered canonically: the access at the lower `seg` is first; at equal `seg`
     (different waves) the write is first, so a read racing a write in the same phase is a
-    RAW, and only an overwrite in a later half-phase is a WAR.
+    RAW, and only an overwrite in a later half-phase is a WAR -- unless the read is `served`:
+    its bytes came from an earlier write ordered before it, which the racing write replaced.
+    Then the read had its data and the write came too early (a ring slot refilled while
+    another wave still reads it): a WAR, reported at the write.
     """
+    if served and p.wave != a.wave and p.seg == a.seg and (p.op == OP_READ) != (a.op == OP_READ):
+        cause = Cause.SIGNAL_WAIT_WINDOW if (p.seg | a.seg) & 1 else Cause.NO_BARRIER
+        rule = Rule.DMA_OVERLAP if (p.op == OP_READ and p.copy) or (a.op == OP_READ and a.copy) \
+            else Rule.WAR_REUSE
+        return Verdict(rule, cause, 0, a.op == OP_READ)
     flip = p.wave != a.wave and p.seg == a.seg and p.op == OP_READ and a.op != OP_READ
     f, s = (a, p) if flip else (p, a)
     rule = _rule(f, s)

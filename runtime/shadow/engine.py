@@ -94,6 +94,11 @@ class ShadowEngine:
         # LDS030 records held back per read event: a later unordered write to the same bytes
         # means the read raced that write (reported as such), not that LDS was never written.
         self._uninit: dict[int, list] = {}
+        # Same-phase read/write races where the read had ordered earlier data: a refill too
+        # early (WAR) if some later read consumes the write in order, else the read wanted the
+        # write (RAW). Decided at finish: write event -> [(WAR record, RAW record)].
+        self._ambiguous: dict[int, list] = {}
+        self._consumed: set[int] = set()
         self._tcache: dict = {}
         self._barrier_pairs: set = set()
         self._finished = False
@@ -237,6 +242,11 @@ class ShadowEngine:
             for rec in self._uninit[eid]:
                 self.ring.push(rec)
         self._uninit.clear()
+        for writer in sorted(self._ambiguous):
+            consumed = writer in self._consumed
+            for war, raw in self._ambiguous[writer]:
+                self.ring.push(war if consumed else raw)
+        self._ambiguous.clear()
         self._finished = True
         self._lds = None
         self._tcache.clear()
@@ -391,6 +401,8 @@ class ShadowEngine:
             lds = self._lds
             eid = lds.events.append(seq, wave * N_COUNTERS + ctr, op, copy, site, A, seg)
             conf, uninit = lds.apply(eid, wave, op, gb, lane, self._clock(A, wave, snap, not copy))
+            if self._ambiguous and op == OP_READ and lds.ordered_writes is not None:
+                self._consumed.update(int(e) for e in np.unique(lds.ordered_writes) if int(e) in self._ambiguous)
             if uninit is not None:
                 self._uninit[eid] = [
                     self._record(Rule.UNINIT_READ, Cause.NONE, site, NO_SITE, int(byte[i]), wave, NO_WAVE,
@@ -401,11 +413,11 @@ class ShadowEngine:
                     for prior in np.unique(conf.prior).tolist():
                         self._uninit.pop(int(prior), None)
                 cur = AccessInfo(wave, site, op, copy, ctr, seq, A, seg)
-                recs += self._conflict_records(cur, snap, conf, grp, byte, lane)
+                recs += self._conflict_records(cur, snap, conf, grp, byte, lane, eid)
         for rec in recs:
             self.ring.push(rec)
 
-    def _conflict_records(self, cur: AccessInfo, snap, conf, grp, byte, lane) -> list:
+    def _conflict_records(self, cur: AccessInfo, snap, conf, grp, byte, lane, eid: int) -> list:
         """One record per (group, rule, cause, site, other_site), at its first byte/lane."""
         g = grp[conf.row] if self.G > 1 else np.zeros(conf.row.size, np.int64)
         key = (g << 32) | conf.prior.astype(np.int64)
@@ -415,8 +427,17 @@ class ShadowEngine:
         out: dict = {}
         for i in first.tolist():
             p = events.info(int(conf.prior[i]))
-            v = classify(p, cur, snap, self._waves)
             r = int(conf.row[i])
+            if conf.served[i] and _same_phase_read_write(p, cur):
+                war = self._pair_record(classify(p, cur, snap, self._waves, served=True), p, cur, conf, i, r,
+                                        g, byte, lane)
+                raw = self._pair_record(classify(p, cur, snap, self._waves), p, cur, conf, i, r, g, byte, lane)
+                writer = int(conf.prior[i]) if p.op != OP_READ else eid
+                pairs = self._ambiguous.setdefault(writer, [])
+                if (war, raw) not in pairs:
+                    pairs.append((war, raw))
+                continue
+            v = classify(p, cur, snap, self._waves)
             mine = (cur.site, cur.wave, int(lane[r]))
             theirs = (p.site, p.wave, int(conf.prior_lane[i]))
             if v.flip:
@@ -426,6 +447,14 @@ class ShadowEngine:
                 out[k] = self._record(v.rule, v.cause, mine[0], theirs[0], int(byte[r]), mine[1], theirs[1],
                                       mine[2], theirs[2], g[i], v.extra)
         return list(out.values())
+
+    def _pair_record(self, v, p, cur, conf, i, r, g, byte, lane) -> Record:
+        mine = (cur.site, cur.wave, int(lane[r]))
+        theirs = (p.site, p.wave, int(conf.prior_lane[i]))
+        if v.flip:
+            mine, theirs = theirs, mine
+        return self._record(v.rule, v.cause, mine[0], theirs[0], int(byte[r]), mine[1], theirs[1],
+                            mine[2], theirs[2], g[i], v.extra)
 
     def _record(self, rule, cause, site, other_site, offset, wave, other_wave, lane, other_lane, g,
                 extra=0) -> Record:
@@ -460,6 +489,10 @@ class ShadowEngine:
 
 
 # == helpers ===================================================================================
+
+
+def _same_phase_read_write(p: AccessInfo, a: AccessInfo) -> bool:
+    return p.wave != a.wave and p.seg == a.seg and (p.op == OP_READ) != (a.op == OP_READ)
 
 
 def _first_per_group(idx: np.ndarray, grp: np.ndarray, G: int) -> list:

@@ -84,9 +84,9 @@ class Conflicts:
     `pos` is "first conflicting byte/lane first"; `row` indexes the access's byte arrays.
     """
 
-    __slots__ = ("pos", "row", "prior", "prior_lane")
+    __slots__ = ("pos", "row", "prior", "prior_lane", "served")
 
-    def __init__(self, parts, two_w):
+    def __init__(self, parts, two_w, served=None):
         if len(parts) == 1:
             self.pos, self.prior, self.prior_lane = parts[0]
         else:
@@ -94,6 +94,9 @@ class Conflicts:
             self.prior = np.concatenate([p[1] for p in parts])
             self.prior_lane = np.concatenate([p[2] for p in parts])
         self.row = self.pos // two_w
+        # per entry: the read of the pair had its bytes from an ordered earlier write, which
+        # the write of the pair superseded (classify: a refill too early is a WAR)
+        self.served = served
 
 
 class LdsShadow:
@@ -108,6 +111,12 @@ class LdsShadow:
         self.wlane = np.zeros((rows, n_waves), np.uint8)
         self.rlane = np.zeros((rows, n_waves), np.uint8)
         self.init = np.zeros(rows, np.bool_)
+        # the latest write of each byte, the write it superseded, and per read slot whether
+        # that read's bytes came from a write ordered before it
+        self.last_w = np.zeros(rows, np.int32)
+        self.prev_w = np.zeros(rows, np.int32)
+        self.rserved = np.zeros((rows, n_waves), np.bool_)
+        self.ordered_writes = None  # after a read: the latest writes it consumed in order
         self.events = EventTable()
         # per-wave column views: a 1-D fancy store into a view is ~4x cheaper than [gb, w]
         self._wcol = [self.wslot[:, w] for w in range(n_waves)]
@@ -130,13 +139,19 @@ class LdsShadow:
             S = self.wslot.take(gb, axis=0)
             un = seq.take(S) > T.take(wc.take(S))
             conf = None
+            last = self.last_w.take(gb)
             if np.count_nonzero(un):
                 r, c = np.nonzero(un)
-                conf = Conflicts([(r * two_w + c, S[r, c], self.wlane[gb[r], c])], two_w)
+                prev = self.prev_w.take(gb[r])
+                served = (S[r, c] == last[r]) & (prev != 0) & (seq.take(prev) <= T.take(wc.take(prev)))
+                conf = Conflicts([(r * two_w + c, S[r, c], self.wlane[gb[r], c])], two_w, served)
             ini = self.init.take(gb)
             uninit = None if np.count_nonzero(ini) == n else np.flatnonzero(~ini)
             self._rcol[wave][gb] = eid
             self._rlcol[wave][gb] = lane
+            ordered = (last != 0) & (seq.take(last) <= T.take(wc.take(last)))
+            self.rserved[gb, wave] = ordered
+            self.ordered_writes = last[ordered] if ordered.any() else None
             return conf, uninit
 
         SW = self.wslot.take(gb, axis=0)
@@ -152,13 +167,16 @@ class LdsShadow:
             ini = self.init.take(gb)
             uninit = None if np.count_nonzero(ini) == n else np.flatnonzero(~ini)
         parts = []
+        served = []
         if nW and np.count_nonzero(reportW):
             r, c = np.nonzero(reportW)
             parts.append((r * two_w + c, SW[r, c], self.wlane[gb[r], c]))
+            served.append(np.zeros(r.size, np.bool_))
         if nR:
             r, c = np.nonzero(unR)
             parts.append((r * two_w + W + c, SR[r, c], self.rlane[gb[r], c]))
-        conf = Conflicts(parts, two_w) if parts else None
+            served.append(self.rserved[gb[r], c])
+        conf = Conflicts(parts, two_w, np.concatenate(served)) if parts else None
 
         # Entries ordered before this write are superseded (so later accesses report only
         # the writes and reads still unordered with them); unordered ones stay.
@@ -174,6 +192,8 @@ class LdsShadow:
             SR *= unR
             self.rslot[gb] = SR
         self.init[gb] = True
+        self.prev_w[gb] = self.last_w.take(gb)
+        self.last_w[gb] = eid
         return conf, uninit
 
 

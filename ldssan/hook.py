@@ -8,6 +8,7 @@ virtual gfx1250, and checked; each launch's `Report` goes to the active collecto
 
 from __future__ import annotations
 
+import os
 import threading
 from contextlib import contextmanager
 
@@ -50,6 +51,9 @@ def collector() -> Collector:
 
 
 def _make_config(policy, ring: int, batch: int, resident: int = 1) -> EmuConfig:
+    # FlyDSL keeps 5 user frames per location by default: too few to reach the kernel line
+    # that called a helper from inside a loop body. Reports want the whole chain.
+    os.environ.setdefault("FLYDSL_DEBUG_MAX_LOC_DEPTH", "16")
     frontend.register_pass("san", instrument_pass)
     locations.install()
     if isinstance(policy, str):

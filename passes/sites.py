@@ -16,21 +16,23 @@ import os
 from ldssan.runtime.emu.irview import Frame, convert_loc
 
 
-def _flydsl_root() -> str:
+@functools.lru_cache(maxsize=1)
+def _framework_root() -> str:
     import flydsl
 
     return os.path.dirname(os.path.abspath(flydsl.__file__))
 
 
-@functools.lru_cache(maxsize=1)
-def _framework_root() -> str:
-    return _flydsl_root()
-
-
 def user_frames(mlir_loc) -> list[Frame]:
     root = _framework_root()
-    frames = convert_loc(mlir_loc).chain
-    return [f for f in frames if not os.path.abspath(f.file).startswith(root) and not f.file.startswith("<")]
+    out: list[Frame] = []
+    for f in convert_loc(mlir_loc).chain:
+        if os.path.abspath(f.file).startswith(root) or f.file.startswith("<"):
+            continue
+        if out and (out[-1].file, out[-1].line) == (f.file, f.line):
+            continue  # a comprehension's own frame repeats its line
+        out.append(f)
+    return out
 
 
 @functools.lru_cache(maxsize=256)

@@ -43,6 +43,7 @@ class ShadowHooks:
         self.engine.tdm(self.wave, site, offsets, CopyKind(kind))
 
     def wait(self, site, counter, n, mask):
+        n &= 0xFFFF  # a 16-bit immediate, as the hardware reads it
         if counter == CounterId.ASYNCMARK:
             self.engine.wait_asyncmark(self.wave, site, n)
         else:

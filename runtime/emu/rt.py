@@ -309,7 +309,9 @@ def lds_load(ctx, addr, dtype, count, mask, site=None):
     return raw.view(dtype).reshape(L, count)
 
 
-def lds_store(ctx, addr, data, mask):
+def lds_store(ctx, addr, data, mask, *, queued: bool = True):
+    """ds_store (queued in the wave's LDS queue under delaying policies); `queued=False` for
+    copy engines, whose data lands when the copy completes."""
     L = ctx.L
     addr = np.broadcast_to(np.asarray(addr, dtype=np.int64), (L,))
     raw = np.ascontiguousarray(np.broadcast_to(data, (L,) + np.shape(data)[1:] if np.ndim(data) else (L,)))
@@ -320,7 +322,7 @@ def lds_store(ctx, addr, data, mask):
         if not ctx.lds_oob_ok:
             _lds_oob(ctx, addr, raw.shape[1], mask)
         idx, raw = idx[ok], raw[ok]
-    if ctx.ds_queue is not None:
+    if queued and ctx.ds_queue is not None:
         ctx.ds_queue.append((idx, raw))  # lands at the wave's next dscnt wait / fence / barrier
     else:
         ctx.lds.data[idx] = raw

@@ -210,6 +210,7 @@ class Scheduler:
 
     def _wait_asyncmark(self, ctx: WaveCtx, n: int) -> None:
         # Complete every copy issued before the oldest of the newest n marks.
+        n &= 0xFFFF
         if len(ctx.marks) > n:
             upto = ctx.marks[len(ctx.marks) - n - 1]
             for q in ctx.pending.values():

@@ -111,6 +111,7 @@ class WaveCtx:
 
     def complete_until(self, counter: str, n: int) -> None:
         """Complete the oldest copies of `counter` until at most `n` are in flight."""
+        n &= 0xFFFF  # the count is a 16-bit immediate: -1 waits for nothing
         q = self.pending.get(counter)
         while q is not None and len(q) > n:
             q.popleft().complete()
@@ -120,7 +121,7 @@ class WaveCtx:
         q = self.ds_queue
         if not q:
             return
-        n = max(0, len(q) - keep)
+        n = max(0, len(q) - (keep & 0xFFFF))
         for idx, raw in q[:n]:
             self.lds.data[idx] = raw
         del q[:n]

@@ -64,7 +64,7 @@ class AsyncCopy(Copy):
         if self.to_lds:
             data = np.zeros((self.ctx.L, self.nbytes), np.uint8)
             data[m] = self.ctx.gmem.read(self.gaddr[m], np.dtype(np.uint8), self.nbytes)
-            lds_store(self.ctx, self.laddr, data, m)
+            lds_store(self.ctx, self.laddr, data, m, queued=False)
         else:
             data = lds_load(self.ctx, self.laddr, np.dtype(np.uint8), self.nbytes, m)
             self.ctx.gmem.write(self.gaddr[m], data[m])

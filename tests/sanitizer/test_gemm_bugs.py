@@ -1,0 +1,62 @@
+"""Six one-line synchronisation bugs in the bundled GEMM, each reported on a single launch
+with the right rule and both source lines (the access and the other access, each with its
+call chain through the kernel's protocol lines)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from ldssan import hook
+from ldssan.kernels import gemm as G
+from ldssan.variants import Edit, load_variant
+
+S = G.protocol_sites()
+COMPUTE = {S["steady_compute"], S["drain_compute"]}
+TDM_ISSUE = {S["prologue_issue"], S["prefetch_issue"]}
+
+# name: (edit, shape, rule, this access passes through, other access passes through)
+BUGS = {
+    "tensor_wait_deleted": (Edit(S["steady_wait"], None), (128, 128, 640), "LDS010", COMPUTE, TDM_ISSUE),
+    "wait_count_plus_one": (Edit(S["steady_wait"], "tdm_ops.tensor_wait(TDM_PER_WAVE * (nb - 2) + 1)"),
+                            (128, 128, 640), "LDS011", COMPUTE, TDM_ISSUE),
+    "kstep_barrier_deleted": (Edit(S["steady_barrier"], None), (128, 128, 640), "LDS010", COMPUTE, TDM_ISSUE),
+    "prefetch_one_stage_early": (Edit(S["prefetch_issue"], "_issue_stage(kt + nb)"), (128, 128, 640),
+                                 "LDS002", {S["prefetch_issue"]}, COMPUTE),
+    "pingpong_slot_swapped": (Edit(S["steady_compute"], "_compute((kt + 1) % nb)"), (128, 128, 640),
+                              "LDS011", COMPUTE, TDM_ISSUE),
+    # K = 512: the last k-tile is read from slot 0, which the C staging tile then overwrites
+    "epilogue_reuse_barrier_deleted": (Edit(S["epilogue_barrier"], None), (128, 128, 512), "LDS002",
+                                       set(), COMPUTE),
+}
+
+OUTPUT_CHECKS: dict[str, bool] = {}
+
+
+def _lines(site) -> set[int]:
+    return {site.line} | {f.line for f in site.chain}
+
+
+@pytest.mark.parametrize("name", list(BUGS))
+def test_gemm_bug_is_reported_with_rule_and_both_lines(name):
+    edit, (m, n, k), code, this_via, other_via = BUGS[name]
+    mod = load_variant(G, [edit], tag=name)
+    gen = torch.Generator().manual_seed(3)
+    a = torch.randn(m, k, generator=gen).to(torch.float8_e4m3fn)
+    b = torch.randn(n, k, generator=gen).to(torch.float8_e4m3fn)
+    with hook.sanitize("round-robin") as col:
+        c = mod.gemm(a, b, waves=4, nb=3)
+    ref = G.gemm_reference(a, b, None, None, torch.bfloat16).astype(np.float32)
+    OUTPUT_CHECKS[name] = not np.allclose(c.float().numpy(), ref, rtol=1e-2, atol=1e-2, equal_nan=False)
+    found = [v for v in col.violations if v.code == code]
+    assert found, f"{name}: expected {code}, got {sorted({v.code for v in col.violations})}"
+    # where the edit moved an access (prefetch, slot), that access's line is one of the two
+    edited = {edit.line} if name in ("prefetch_one_stage_early", "pingpong_slot_swapped") else set()
+    ok = [v for v in found
+          if (not this_via or _lines(v.site) & this_via) and v.other_site is not None
+          and (not other_via or _lines(v.other_site) & other_via)
+          and edited <= _lines(v.site) | _lines(v.other_site)]
+    assert ok, [(v.code, sorted(_lines(v.site)), sorted(_lines(v.other_site)) if v.other_site else None)
+                for v in found]
+    assert all(v.site.file == mod.__file__ for v in ok)

@@ -3,12 +3,15 @@
     ldssan demo             run the bundled kernels on the virtual gfx1250: checks against their
                             references, then the sanitizer on the clean kernels and on a planted bug
     ldssan env              every FLYDSL_LDSSAN_* option with its default
+    ldssan mutate KERNEL    mutation campaign: one-line sync bugs, sanitizer vs output check
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+from .mutate.cli import register as _register_mutate
 
 
 def _cmd_env(args) -> int:
@@ -33,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(fn=_cmd_demo)
     env = sub.add_parser("env", help="list the FLYDSL_LDSSAN_* options")
     env.set_defaults(fn=_cmd_env)
+    _register_mutate(sub)
     return ap
 
 

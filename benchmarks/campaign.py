@@ -1,0 +1,61 @@
+"""The mutation campaign over the bundled kernels: prints JSON, writes the Markdown summary.
+
+    python benchmarks/campaign.py                         # every kernel in ldssan.kernels.campaigns
+    python benchmarks/campaign.py --markdown campaign.md --jobs 2 --launches 8
+
+The same as `ldssan mutate <each bundled kernel> -j 2 -k 8 --json - --markdown ...`: each
+kernel's clean baseline is gated first, then every mutant runs once under the sanitizer
+and K times under the output check. Kernels registered in `ldssan.kernels.campaigns` whose
+module does not exist yet are skipped with a message. The budget (issue): the whole
+campaign in under 5 minutes on 2 cores; `within_budget` in the JSON says whether it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from _common import machine
+
+BUDGET_SECONDS = 300.0
+
+
+def main() -> int:
+    from ldssan.kernels.campaigns import CAMPAIGNS
+    from ldssan.mutate import CampaignConfig, run_campaign
+    from ldssan.mutate import report
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("kernels", nargs="*", default=list(CAMPAIGNS), help="default: every registered kernel")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--launches", type=int, default=8)
+    ap.add_argument("--timeout", type=float, default=120.0)
+    ap.add_argument("--markdown", default="ldssan-campaign.md", help="where to write the Markdown summary")
+    ap.add_argument("--full-json", action="store_true", help="print every mutant row, not only the summaries")
+    args = ap.parse_args()
+
+    cfg = CampaignConfig(launches=args.launches, jobs=args.jobs, timeout=args.timeout)
+    with report.LiveView() as view:
+        record = run_campaign(args.kernels, cfg, view)
+    with open(args.markdown, "w", encoding="utf-8") as f:
+        f.write(report.to_markdown(record) + "\n")
+    data = record.to_dict()
+    data["benchmark"] = "mutation_campaign"
+    data["command"] = "python benchmarks/campaign.py " + " ".join(sys.argv[1:])
+    data["machine"].update(machine())
+    data["budget_seconds"] = BUDGET_SECONDS
+    data["within_budget"] = record.seconds <= BUDGET_SECONDS
+    data["markdown"] = os.path.abspath(args.markdown)
+    if not args.full_json:
+        for k in data["kernels"]:
+            k["mutants"] = [{key: m[key] for key in ("id", "status", "sanitizer", "output_first", "output_fails",
+                                                     "output_launches")} | {"rules": [r["code"] for r in m["rules"]]}
+                            for m in k["mutants"]]
+    print(json.dumps(data, indent=2))
+    return 0 if record.ok else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""Mutation-campaign cases for the bundled kernels (`ldssan mutate ldssan.kernels.<name>`).
+
+The campaign protocol (`ldssan.mutate.target`) asks a kernel module for
+`ldssan_cases() -> list[ldssan.mutate.Case]`. The bundled kernels keep theirs here, so the
+kernel files stay untouched: `CAMPAIGNS` maps a module name to its case factory, and
+`ldssan mutate` looks a module up here when it defines no `ldssan_cases` itself.
+
+Adding a kernel is one decorated function:
+
+    @campaign("ldssan.kernels.mykernel")
+    def mykernel_cases():
+        ...                                     # fixed inputs, reference computed once
+        return [Case("shape", run=lambda m: m.launch(...), check=lambda out: ...)]
+
+`run(module)` must launch through the *given* module (it may be a mutant). Keep the
+imports inside the factory: this module is imported by the campaign's parent process,
+which never imports FlyDSL. A registered module that does not exist yet is skipped by the
+campaign with a message.
+
+Inputs follow KERNELS_AND_BUGS.md §5: row scales that vary by 10^4 across rows, so a stale
+or foreign partial sum changes the output visibly.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ldssan.mutate.target import Case
+
+CAMPAIGNS: dict[str, Callable[[], list[Case]]] = {}
+
+
+def campaign(module: str):
+    """Register the case factory of a bundled kernel module."""
+
+    def register(fn: Callable[[], list[Case]]):
+        if module in CAMPAIGNS:
+            raise ValueError(f"campaign cases for {module!r} registered twice")
+        CAMPAIGNS[module] = fn
+        return fn
+
+    return register
+
+
+def _as_f32(x):
+    """A torch tensor or numpy array (any float dtype, ml_dtypes included) as float32 numpy."""
+    import numpy as np
+
+    if hasattr(x, "detach"):
+        return x.detach().float().cpu().numpy()
+    return np.asarray(x).astype(np.float32)
+
+
+def _close(tol_rel: float, tol_abs: float):
+    import numpy as np
+
+    def check(out, ref) -> bool:
+        return bool(np.allclose(_as_f32(out), ref, rtol=tol_rel, atol=tol_abs, equal_nan=False))
+
+    return check
+
+
+@campaign("ldssan.kernels.rmsnorm")
+def rmsnorm_cases() -> list[Case]:
+    """Two shapes: the 128-bit fast path (4x4096 bf16) and the vector + partial-trip +
+    scalar-tail path (3x1030 f32); row scales from 1e-2 to 1e2."""
+    import ml_dtypes
+    import numpy as np
+    import torch
+
+    from ldssan.kernels import rmsnorm as rms
+
+    close = _close(2 ** -7, 1e-3)
+    cases = []
+    for name, m, n, dtype, np_dtype in (("4x4096-bf16", 4, 4096, torch.bfloat16, ml_dtypes.bfloat16),
+                                        ("3x1030-f32", 3, 1030, torch.float32, np.float32)):
+        gen = torch.Generator().manual_seed(1)
+        x = (torch.randn(m, n, generator=gen) * torch.logspace(-2, 2, m).reshape(m, 1)).to(dtype)
+        g = torch.randn(n, generator=gen).to(dtype)
+        ref = rms.rmsnorm_reference(x.float().numpy().astype(np_dtype), g.float().numpy().astype(np_dtype),
+                                    1e-6).astype(np.float32)
+        cases.append(Case(name, run=lambda mod, x=x, g=g: mod.rmsnorm(x, g),
+                          check=lambda out, ref=ref: close(out, ref)))
+    return cases
+
+
+@campaign("ldssan.kernels.gemm")
+def gemm_cases() -> list[Case]:
+    """FP8 A8W8 GEMM, the "tiny-row" shape of KERNELS_AND_BUGS.md §5 (4 waves, 64x64x128
+    tiles, nb=3, 65x128x512: a ragged M and K_TILES=4 so prologue, steady state and tail all
+    run), with per-row scales from 1e-2 to 1e2 and per-column scales in [0.5, 1.5)."""
+    import torch
+
+    from ldssan.kernels import gemm as gm
+
+    close = _close(2 ** -6, 1e-2)
+    m, n, k = 65, 128, 512
+    gen = torch.Generator().manual_seed(2)
+    a = torch.randn(m, k, generator=gen).clamp(-4, 4).to(torch.float8_e4m3fn)
+    b = torch.randn(n, k, generator=gen).clamp(-4, 4).to(torch.float8_e4m3fn)
+    sa = torch.logspace(-2, 2, m).to(torch.float32)
+    sb = (torch.rand(n, generator=gen) + 0.5).to(torch.float32)
+    ref = _as_f32(gm.gemm_reference(a, b, scale_a=sa, scale_b=sb))
+    return [Case(f"{m}x{n}x{k}-w4-nb3",
+                 run=lambda mod: mod.gemm(a, b, scale_a=sa, scale_b=sb, waves=4, nb=3),
+                 check=lambda out: close(out, ref))]
+
+
+BUNDLED: tuple[str, ...] = tuple(CAMPAIGNS)

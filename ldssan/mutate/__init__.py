@@ -1,0 +1,31 @@
+"""Mutation campaigns: inject one-line LDS synchronization bugs into a FlyDSL kernel and
+score the sanitizer (one launch) against an output check (K launches).
+
+    ldssan mutate ldssan.kernels.rmsnorm                 # or a path to your kernel file
+    ldssan mutate my_kernel.py --dry-run                 # every candidate site
+    ldssan mutate ldssan.kernels.rmsnorm --json out.json --markdown out.md
+
+A kernel opts in with `ldssan_cases() -> list[Case]` (the campaign protocol, documented in
+`ldssan.mutate.target`); the bundled kernels are registered in `ldssan.kernels.campaigns`.
+
+| module | holds |
+|---|---|
+| `source` | what operators know about a kernel file (device code, sync calls, LDS names) |
+| `operators` | the operator registry and `find_mutants` |
+| `target` | the protocol (`Case`) and kernel lookup |
+| `worker` | one variant in a worker: sanitized launch, IR identity, K output checks |
+| `campaign` | planning, the clean-baseline gate, the process pool, classification |
+| `records` | the result records and counting rules (Wilson intervals) |
+| `report` | JSON, Markdown and the rich live view |
+| `cli` | `ldssan mutate` |
+
+Importing this package does not import FlyDSL (workers do).
+"""
+
+from .campaign import CampaignConfig, run_campaign
+from .operators import OPERATORS, Mutant, Operator, find_mutants, operator
+from .target import Case, Target
+
+__all__ = ["OPERATORS", "Case", "CampaignConfig", "Mutant", "Operator", "Target", "find_mutants", "operator",
+           "run_campaign"]
+

@@ -1,0 +1,132 @@
+"""`ldssan mutate`: the command line of a mutation campaign (registered by `ldssan.cli`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .operators import OPERATORS
+
+DESCRIPTION = """\
+Inject one-line LDS synchronization bugs into a FlyDSL kernel, one mutant at a time, and
+score the sanitizer (one launch) against an output check (K launches across scheduler
+policies and seeds). KERNEL is a module name (ldssan.kernels.rmsnorm) or a .py file; the
+module provides `ldssan_cases()` (see ldssan.mutate.target) or is registered in
+ldssan.kernels.campaigns. Kernels whose module does not exist are skipped with a message.
+
+Exit status: 0 the campaign ran; 2 a clean baseline failed its gate (no violations and a
+passing output check are required before any mutant runs); 1 nothing to run.
+"""
+
+
+def _operator_list(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in OPERATORS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown operator(s) {', '.join(unknown)}; "
+                                         f"registered: {', '.join(OPERATORS)}")
+    return names
+
+
+def register(sub) -> None:
+    """Add the `mutate` subcommand to an argparse subparsers object."""
+    p = sub.add_parser("mutate", help="mutation campaign: one-line sync bugs, sanitizer vs output check",
+                       description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("kernels", nargs="*", metavar="KERNEL", help="kernel module name or .py file (several allowed)")
+    p.add_argument("--dry-run", action="store_true", help="list every candidate site (operator, line, change) and stop")
+    p.add_argument("--list-operators", action="store_true", help="list the mutation operators and stop")
+    p.add_argument("--operators", type=_operator_list, default=None, metavar="A,B",
+                   help="only these operators (default: all)")
+    p.add_argument("--only", default=None, metavar="ID,ID", help="only these mutant ids (as --dry-run prints them)")
+    p.add_argument("-k", "--launches", type=int, default=8, metavar="K",
+                   help="output-check launches per case, across scheduler policies and seeds (default 8)")
+    p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: cores)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per mutant before it is a timeout (120)")
+    p.add_argument("--policy", default="round-robin", help="scheduler policy of the sanitizer's launch")
+    p.add_argument("--json", metavar="PATH", help="write the JSON record ('-' for stdout)")
+    p.add_argument("--markdown", metavar="PATH", help="write the Markdown summary")
+    p.add_argument("--no-live", action="store_true", help="no progress bar / live table")
+    p.set_defaults(fn=main)
+
+
+def main(args) -> int:
+    from rich.console import Console
+
+    from . import report
+    from .campaign import CampaignConfig, plan, run_campaign
+    from .target import MissingKernel
+
+    console = Console(stderr=True)
+    if args.list_operators:
+        for op in OPERATORS.values():
+            print(f"{op.name:22} {op.description}\n{'':22} models: {op.model}")
+        return 0
+    if not args.kernels:
+        console.print("[red]ldssan mutate: give at least one KERNEL (module name or .py file)")
+        return 1
+    if args.launches < 1 or args.jobs < 1:
+        console.print("[red]ldssan mutate: --launches and --jobs must be >= 1")
+        return 1
+    only = tuple(x.strip() for x in args.only.split(",")) if args.only else None
+    if args.dry_run:
+        plans = []
+        for spec in args.kernels:
+            try:
+                target, mutants = plan(spec, args.operators, only)
+                plans.append((spec, target, mutants, ""))
+            except MissingKernel as exc:
+                plans.append((spec, None, [], f"skipped: {exc}"))
+        print(report.dry_run_text(plans))
+        return 0
+    config = CampaignConfig(launches=args.launches, jobs=args.jobs, timeout=args.timeout, policy=args.policy,
+                            operators=args.operators, only=only)
+    if args.no_live:
+        record = run_campaign(args.kernels, config, _Plain(console))
+    else:
+        with report.LiveView(console) as view:
+            record = run_campaign(args.kernels, config, view)
+    md = report.to_markdown(record)
+    if args.markdown:
+        with open(args.markdown, "w", encoding="utf-8") as f:
+            f.write(md + "\n")
+    if args.json == "-":
+        print(report.to_json(record))
+    elif args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            f.write(report.to_json(record) + "\n")
+    if args.json != "-":
+        print(report.summary_text(record))
+    if not any(k.status != "skipped" for k in record.kernels):
+        return 1
+    return 0 if record.ok else 2
+
+
+class _Plain:
+    """Listener without a live view: one line per finished mutant."""
+
+    def __init__(self, console) -> None:
+        self.console = console
+
+    def planned(self, kernels) -> None:
+        n = sum(len(k.mutants) for k in kernels)
+        self.console.print(f"ldssan mutate: {n} mutants in {sum(k.status != 'skipped' for k in kernels)} kernel(s)")
+
+    def message(self, text: str) -> None:
+        self.console.print(text)
+
+    def baseline(self, kernel) -> None:
+        self.console.print(f"{kernel.name}: clean baseline {kernel.status} {kernel.message}".rstrip())
+
+    def mutant(self, kernel, m) -> None:
+        from .report import output_k_text, rules_text, status_text
+
+        self.console.print(f"{kernel.name} {m.id}: {status_text(m)}; sanitizer {rules_text(m, 1)}; "
+                           f"output {output_k_text(m)} ({m.seconds:.1f} s)", highlight=False)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    ap = argparse.ArgumentParser(prog="ldssan")
+    register(ap.add_subparsers(dest="command", required=True))
+    ns = ap.parse_args(["mutate", *sys.argv[1:]])
+    sys.exit(ns.fn(ns))

@@ -1,0 +1,170 @@
+"""Campaign records: plain data first (JSON-ready), formatting in `report.py`.
+
+Counting rules (ANCHORS.md §6, rocJITsu's harness):
+
+* a mutant that does not compile, hangs/crashes or times out, and one whose instrumented IR
+  equals the clean kernel's, is *classified*, not counted: the rates are over the mutants
+  that ran (`counted`);
+* a sanitizer kill is at least one violation on its one sanitized launch per case;
+* an output kill is a launch whose output fails the case's check; a launch that raises is
+  not a kill (a crash or timeout is never a detection);
+* "one launch" is the first policy of the output-check schedule (one launch per case);
+  "K launches" is any failure over the whole schedule;
+* rates carry Wilson 95% score intervals.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+# mutant status -> counted in the rates?
+STATUSES = {
+    "killed": True,  # killed by the sanitizer and/or the output check
+    "survived": True,  # ran; neither the sanitizer nor the output check noticed
+    "equivalent": False,  # instrumented IR identical to the clean kernel's
+    "not-compiled": False,  # the edited module does not import / trace / compile
+    "hang": False,  # the emulator found every wave blocked (a hang on hardware)
+    "crashed": False,  # the sanitized launch raised
+    "timeout": False,  # no result within the per-mutant deadline
+    "not-run": False,  # its kernel's clean baseline failed the gate
+}
+
+HANG_ERRORS = ("DeadlockError", "SpinTimeout", "StepBudgetExceeded")
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval of k successes in n trials (0, 1 when n is 0)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass
+class Rate:
+    k: int
+    n: int
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return wilson(self.k, self.n)
+
+    def to_dict(self) -> dict:
+        lo, hi = self.interval
+        return {"k": self.k, "n": self.n, "rate": round(self.k / self.n, 4) if self.n else None,
+                "wilson95": [round(lo, 4), round(hi, 4)]}
+
+
+@dataclass
+class MutantRecord:
+    id: str
+    operator: str
+    line: int
+    diff: str
+    note: str
+    edits: list[dict]
+    status: str = "pending"
+    sanitizer: bool | None = None  # violations on the sanitized launch(es)
+    rules: list[dict] = field(default_factory=list)  # distinct (code, line, other_line)
+    output_first: bool | None = None  # a check failed at the first policy
+    output_fails: int = 0  # failed checks over the schedule
+    output_errors: int = 0  # launches that raised
+    output_launches: int = 0
+    first_fail_policy: str | None = None
+    seconds: float = 0.0
+    error: str = ""
+
+    @property
+    def counted(self) -> bool:
+        return STATUSES.get(self.status, False)
+
+    @property
+    def output_any(self) -> bool:
+        return self.output_fails > 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class KernelRecord:
+    kernel: str  # as given
+    name: str
+    path: str = ""
+    status: str = "pending"  # ran | skipped | baseline-failed | no-mutants
+    message: str = ""
+    cases: list[str] = field(default_factory=list)
+    schedule: list[str] = field(default_factory=list)
+    baseline: dict = field(default_factory=dict)
+    mutants: list[MutantRecord] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def summary(self) -> dict:
+        return summarize(self.mutants, self.seconds)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["summary"] = self.summary()
+        return d
+
+
+@dataclass
+class CampaignRecord:
+    kernels: list[KernelRecord]
+    config: dict
+    seconds: float = 0.0
+    machine: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """False if a clean baseline failed its gate (the campaign's finding)."""
+        return not any(k.status == "baseline-failed" for k in self.kernels)
+
+    def summary(self) -> dict:
+        """Over the kernels that passed their baseline gate."""
+        ran = [m for k in self.kernels if k.status in ("ran", "no-mutants") for m in k.mutants]
+        return summarize(ran, self.seconds)
+
+    def to_dict(self) -> dict:
+        return {"campaign": "ldssan mutate", "ok": self.ok, "config": self.config, "machine": self.machine,
+                "seconds": round(self.seconds, 2), "summary": self.summary(),
+                "kernels": [k.to_dict() for k in self.kernels]}
+
+
+def summarize(mutants: list[MutantRecord], seconds: float) -> dict:
+    counted = [m for m in mutants if m.counted]
+    n = len(counted)
+    by_status = {s: sum(1 for m in mutants if m.status == s) for s in STATUSES}
+    return {
+        "mutants": len(mutants),
+        "counted": n,
+        "killed_by_sanitizer": Rate(sum(1 for m in counted if m.sanitizer), n).to_dict(),
+        "killed_by_output_1": Rate(sum(1 for m in counted if m.output_first), n).to_dict(),
+        "killed_by_output_k": Rate(sum(1 for m in counted if m.output_any), n).to_dict(),
+        "killed_by_either": Rate(sum(1 for m in counted if m.sanitizer or m.output_any), n).to_dict(),
+        "sanitizer_only": sum(1 for m in counted if m.sanitizer and not m.output_any),
+        "output_only": sum(1 for m in counted if m.output_any and not m.sanitizer),
+        "survived": by_status["survived"],
+        "equivalent": by_status["equivalent"],
+        "not_compiled": by_status["not-compiled"],
+        "hang": by_status["hang"],
+        "crashed": by_status["crashed"],
+        "timeout": by_status["timeout"],
+        "seconds": round(seconds, 2),
+    }
+
+
+def distinct_rules(violations: list[dict]) -> list[dict]:
+    """One entry per (code, line, other line), in first-seen order."""
+    seen, out = set(), []
+    for v in violations:
+        key = (v["code"], v["line"], v.get("other_line"))
+        if key not in seen:
+            seen.add(key)
+            out.append({"code": v["code"], "name": v["name"], "line": v["line"], "other_line": v.get("other_line"),
+                        "message": v.get("message", "")})
+    return out

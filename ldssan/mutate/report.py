@@ -1,0 +1,241 @@
+"""Formatters over campaign records: JSON, Markdown and the rich live view. No logic here
+beyond layout; the numbers come from `records.summarize`."""
+
+from __future__ import annotations
+
+import json
+
+from .campaign import Listener
+from .records import CampaignRecord, KernelRecord, MutantRecord
+
+
+def to_json(record: CampaignRecord, indent: int | None = 2) -> str:
+    return json.dumps(record.to_dict(), indent=indent)
+
+
+# ----------------------------------------------------------------------------- text pieces
+
+def rate_text(rate: dict, interval: bool = True) -> str:
+    if not rate["n"]:
+        return "–"
+    text = f"{rate['k']}/{rate['n']} = {100 * rate['rate']:.0f}%"
+    if interval:
+        lo, hi = rate["wilson95"]
+        text += f" [{100 * lo:.0f}–{100 * hi:.0f}%]"
+    return text
+
+
+def _code(text: str) -> str:
+    return "`" + text.replace("|", "\\|").replace("`", "'") + "`"
+
+
+_DELETED = "pass  # ldssan variant: deleted"
+
+
+def change_text(m: MutantRecord) -> str:
+    """The one-line diff: `old` → `new` (L), or the two lines a move swaps."""
+    if len(m.edits) == 1:
+        e = m.edits[0]
+        if e["after"].startswith(_DELETED):
+            return f"L{e['line']}: {_code(e['before'])} deleted"
+        return f"L{e['line']}: {_code(e['before'])} → {_code(e['after'])}"
+    a, b = m.edits[0], m.edits[1]
+    return f"L{a['line']}–{b['line']}: {_code(a['before'])} moved below {_code(b['before'])}"
+
+
+def rules_text(m: MutantRecord, limit: int = 2) -> str:
+    if m.sanitizer is None:
+        return "–"
+    if not m.rules:
+        return "missed"
+    parts = []
+    for r in m.rules[:limit]:
+        other = f" vs L{r['other_line']}" if r.get("other_line") else ""
+        parts.append(f"{r['code']} {r['name']} @L{r['line']}{other}")
+    more = f" (+{len(m.rules) - limit})" if len(m.rules) > limit else ""
+    return "; ".join(parts) + more
+
+
+def output_first_text(m: MutantRecord) -> str:
+    if m.output_first is None:
+        return "–"
+    return "caught" if m.output_first else "missed"
+
+
+def output_k_text(m: MutantRecord) -> str:
+    if m.status not in ("killed", "survived"):
+        return "–"
+    text = f"{m.output_fails}/{m.output_launches} failed"
+    if m.output_errors:
+        text += f", {m.output_errors} raised"
+    return text
+
+
+def status_text(m: MutantRecord) -> str:
+    if m.status in ("killed", "survived"):
+        return m.status
+    detail = f": {m.error.split(':', 1)[0]}" if m.error and m.status in ("crashed", "hang", "not-compiled") else ""
+    return m.status + detail
+
+
+def summary_text(record: CampaignRecord) -> str:
+    """A few plain lines per kernel, for the terminal."""
+    k_launches = record.config["launches"]
+    out = []
+    rows = [(k.name, k) for k in record.kernels] + [("all", None)]
+    for name, k in rows:
+        if k is not None and k.status not in ("ran", "no-mutants"):
+            out.append(f"{name}: {k.status}: {k.message}")
+            continue
+        s = k.summary() if k is not None else record.summary()
+        out.append(f"{name}: {s['mutants']} mutants, {s['counted']} ran ({s['equivalent']} equivalent, "
+                   f"{s['not_compiled']} not compiled, {s['hang']} hung, {s['crashed']} crashed, "
+                   f"{s['timeout']} timed out), {s['seconds']:.1f} s")
+        out.append(f"  killed by the sanitizer (1 launch)     {rate_text(s['killed_by_sanitizer'])}")
+        out.append(f"  killed by output check, 1 launch       {rate_text(s['killed_by_output_1'])}")
+        out.append(f"  killed by output check, K={k_launches:<3} launches {rate_text(s['killed_by_output_k'])}")
+        out.append(f"  sanitizer only {s['sanitizer_only']}, output check only {s['output_only']}, "
+                   f"survived both {s['survived']}")
+    return "\n".join(out)
+
+
+# ----------------------------------------------------------------------------- Markdown
+
+_SUMMARY_HEAD = ("| kernel | mutants | ran | killed by sanitizer (1 launch) | killed by output check, 1 launch "
+                 "| killed by output check, K launches | sanitizer only | equivalent | not compiled "
+                 "| hang / crash / timeout | time |")
+
+
+def _summary_row(name: str, s: dict) -> str:
+    return (f"| {name} | {s['mutants']} | {s['counted']} | {rate_text(s['killed_by_sanitizer'])} "
+            f"| {rate_text(s['killed_by_output_1'])} | {rate_text(s['killed_by_output_k'])} "
+            f"| {s['sanitizer_only']} | {s['equivalent']} | {s['not_compiled']} "
+            f"| {s['hang']} / {s['crashed']} / {s['timeout']} | {s['seconds']:.1f} s |")
+
+
+def summary_markdown(record: CampaignRecord) -> str:
+    cfg = record.config
+    ran = [k for k in record.kernels if k.status in ("ran", "no-mutants")]
+    schedule = ran[0].schedule if ran else []
+    lines = [
+        f"Sanitizer: one launch per case under `{cfg['policy']}`. Output check: K = {cfg['launches']} launches "
+        f"per case ({', '.join(f'`{p}`' for p in schedule)}); \"1 launch\" is the first of them. Rates are over the "
+        "mutants that ran, with Wilson 95% intervals; equivalent (instrumented IR identical to the clean "
+        "kernel's), not-compiled, hung, crashed and timed-out mutants are classified, not counted. "
+        "Times are worker seconds per kernel and wall-clock seconds overall "
+        f"({record.machine.get('jobs')} workers, {record.machine.get('cores')} cores).",
+        "",
+        _SUMMARY_HEAD,
+        "|" + "---|" * 11,
+    ]
+    for k in record.kernels:
+        if k.status in ("ran", "no-mutants"):
+            lines.append(_summary_row(k.name, k.summary()))
+        else:
+            lines.append(f"| {k.name} | {k.status}: {k.message.replace('|', '/')} |" + " |" * 9)
+    overall = record.summary()
+    lines.append(_summary_row("**all**", overall))
+    return "\n".join(lines)
+
+
+def _shown_path(path: str) -> str:
+    """Relative to the working directory when inside it (tables go into READMEs)."""
+    import os
+
+    rel = os.path.relpath(path) if path else path
+    return rel if rel and not rel.startswith("..") else path
+
+
+def kernel_markdown(k: KernelRecord) -> str:
+    lines = [f"### {k.name}", ""]
+    if k.status not in ("ran", "no-mutants"):
+        lines.append(f"**{k.status}**: {k.message}")
+        return "\n".join(lines)
+    lines += [f"`{_shown_path(k.path)}`; cases: {', '.join(k.cases)}.", "",
+              "| mutant | change | sanitizer (rule @ line) | output, 1 launch | output, K launches | status |",
+              "|---|---|---|---|---|---|"]
+    for m in k.mutants:
+        lines.append(f"| {m.id} | {change_text(m)} | {rules_text(m)} | {output_first_text(m)} "
+                     f"| {output_k_text(m)} | {status_text(m)} |")
+    return "\n".join(lines)
+
+
+def to_markdown(record: CampaignRecord) -> str:
+    verdict = "" if record.ok else ("\n**The campaign stopped at a clean baseline:** "
+                                    + "; ".join(f"{k.name}: {k.message}" for k in record.kernels
+                                                if k.status == "baseline-failed") + "\n")
+    parts = ["## ldssan mutation campaign", verdict, summary_markdown(record), ""]
+    parts += [kernel_markdown(k) + "\n" for k in record.kernels]
+    return "\n".join(parts)
+
+
+# ----------------------------------------------------------------------------- rich
+
+class LiveView(Listener):
+    """A progress bar and a table of finished mutants, on stderr, while the campaign runs."""
+
+    def __init__(self, console=None) -> None:
+        from rich.console import Console
+
+        self.console = console or Console(stderr=True)
+        self.live = None
+
+    def __enter__(self):
+        from rich.console import Group
+        from rich.live import Live
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.table import Table
+
+        self.progress = Progress(TextColumn("[bold]ldssan mutate"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TextColumn("{task.description}"), console=self.console)
+        self.task = self.progress.add_task("planning", total=None)
+        self.table = Table(show_edge=False, pad_edge=False)
+        for col in ("kernel", "mutant", "sanitizer", "out 1", "out K", "status", "s"):
+            self.table.add_column(col, overflow="fold", no_wrap=col in ("mutant", "status"))
+        self.live = Live(Group(self.progress, self.table), console=self.console, refresh_per_second=4,
+                         transient=False)
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.live.__exit__(*exc)
+        if not self.console.is_terminal:
+            self.console.line()
+        return False
+
+    def planned(self, kernels):
+        total = sum(1 + len(k.mutants) for k in kernels if k.status != "skipped")
+        self.progress.update(self.task, total=total, description="clean baselines")
+
+    def message(self, text):
+        self.console.print(f"[yellow]{text}")
+
+    def baseline(self, kernel):
+        self.progress.advance(self.task)
+        if kernel.status == "baseline-failed":
+            self.progress.advance(self.task, len(kernel.mutants))
+            self.console.print(f"[red]{kernel.name}: clean baseline failed: {kernel.message}")
+        self.progress.update(self.task, description=f"{kernel.name}: baseline {kernel.status}")
+
+    def mutant(self, kernel, m):
+        self.progress.advance(self.task)
+        style = {"killed": "green", "survived": "red"}.get(m.status, "yellow")
+        rule = m.rules[0]["code"] + " " + m.rules[0]["name"] if m.rules else ("missed" if m.sanitizer is False else "–")
+        self.table.add_row(kernel.name, m.id, rule, output_first_text(m), output_k_text(m).replace(" failed", ""),
+                           f"[{style}]{m.status}", f"{m.seconds:.1f}")
+        self.progress.update(self.task, description=m.id)
+
+
+def dry_run_text(plans) -> str:
+    """Every candidate site: per kernel, each mutant's id, operator, note and diff."""
+    out = []
+    for spec, target, mutants, note in plans:
+        if target is None:
+            out.append(f"{spec}: {note}")
+            continue
+        ops = sorted({m.operator for m in mutants})
+        out.append(f"{spec} ({target.path}): {len(mutants)} mutants, operators: {', '.join(ops) or '-'}")
+        for m in mutants:
+            out.append(f"  {m.id:28} {m.operator:20} line {m.line:<5} {m.note}")
+            out.extend("      " + d for d in m.diff().splitlines())
+    return "\n".join(out)

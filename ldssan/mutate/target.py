@@ -1,0 +1,117 @@
+"""The campaign protocol: how `ldssan mutate` launches a kernel it has never seen.
+
+A kernel module opts in with a module-level function
+
+    def ldssan_cases() -> list[ldssan.mutate.Case]: ...
+
+Each `Case` has
+
+* `name` — a short label ("4x4096-bf16");
+* `run(module) -> output` — launch the kernel *of the given module* on fixed inputs and
+  return what it produced. The module is the kernel file itself or a mutant of it (a fresh
+  import of the edited source), so `run` must call `module.<launcher>(...)`, never a
+  launcher imported at the top of the case file. Build the inputs inside `run` (or from a
+  fixed seed), so every launch sees the same data;
+* `check(output) -> bool` — True when the output matches the kernel's reference.
+
+`run` is called inside `ldssan.hook.sanitize(...)` (the sanitizer's launch) and inside
+`ldssan.runtime.emu.emulate(policy)` (the output-check launches), so it must launch through
+FlyDSL as usual with CPU tensors. Keep each case to one launch of one `@flyc.jit`
+function: the "instrumented IR identical to the clean kernel's" test reads the last
+compiled module of every JIT function in the module after each case.
+
+Bundled kernels keep their cases apart from the kernel, in `ldssan.kernels.campaigns`
+(`CAMPAIGNS`, keyed by module name). A module's own `ldssan_cases` wins over the registry.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Callable
+
+CASES_FUNCTION = "ldssan_cases"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    run: Callable[[ModuleType], Any]
+    check: Callable[[Any], bool]
+
+
+@dataclass(frozen=True)
+class Target:
+    """A kernel to mutate: what the user named, and the source file the mutants edit."""
+
+    spec: str  # as given: a dotted module name or a .py path
+    name: str  # short label for tables (the file stem)
+    path: str  # the kernel's source file
+    module: str | None  # the dotted module name, when given as one
+
+    @property
+    def import_ref(self) -> str:
+        """What `ldssan.variants.load_variant` should load."""
+        return self.module or self.path
+
+
+class MissingKernel(LookupError):
+    """The named kernel module or file does not exist (yet)."""
+
+
+def locate(spec: str) -> Target:
+    """Find a kernel's source file without importing it (FlyDSL stays out of the parent)."""
+    if spec.endswith(".py") or os.sep in spec:
+        path = os.path.abspath(spec)
+        if not os.path.isfile(path):
+            raise MissingKernel(f"no such kernel file: {spec}")
+        return Target(spec, os.path.splitext(os.path.basename(path))[0], path, None)
+    try:
+        found = importlib.util.find_spec(spec)
+    except (ImportError, ValueError):
+        found = None
+    if found is None or not found.origin or not found.origin.endswith(".py"):
+        raise MissingKernel(f"no module named {spec!r}")
+    return Target(spec, spec.rsplit(".", 1)[-1], found.origin, spec)
+
+
+def registered(module: str | None, path: str) -> Callable[[], list[Case]] | None:
+    """The `ldssan.kernels.campaigns` entry for a bundled kernel (by module name or file)."""
+    from ldssan.kernels import campaigns
+
+    if module in campaigns.CAMPAIGNS:
+        return campaigns.CAMPAIGNS[module]
+    for name, factory in campaigns.CAMPAIGNS.items():
+        spec = importlib.util.find_spec(name) if _parent_exists(name) else None
+        if spec is not None and spec.origin and os.path.samefile(spec.origin, path):
+            return factory
+    return None
+
+
+def _parent_exists(name: str) -> bool:
+    parent = name.rpartition(".")[0]
+    return not parent or importlib.util.find_spec(parent) is not None
+
+
+def cases_of(target: Target, clean: ModuleType) -> list[Case]:
+    """The cases of a kernel: its own `ldssan_cases()`, else the bundled registry's."""
+    factory = getattr(clean, CASES_FUNCTION, None) or registered(target.module, target.path)
+    if factory is None:
+        raise LookupError(
+            f"{target.spec} has no campaign cases: define `def {CASES_FUNCTION}() -> list[ldssan.mutate.Case]` "
+            f"in the module (see `ldssan.mutate.target`), or register it in ldssan.kernels.campaigns")
+    cases = list(factory())
+    if not cases or not all(isinstance(c, Case) for c in cases):
+        raise TypeError(f"{target.spec}: {CASES_FUNCTION}() must return a non-empty list of ldssan.mutate.Case")
+    return cases
+
+
+def import_clean(target: Target) -> ModuleType:
+    if target.module:
+        return importlib.import_module(target.module)
+    from ldssan.variants import load_variant
+
+    return load_variant(target.path, [], tag="clean")

@@ -1,0 +1,291 @@
+"""What runs in a campaign worker process: one kernel variant (the clean kernel or one
+mutant) through one sanitized launch per case and K output-check launches per case.
+
+Every exception is caught and classified here, so a mutant never takes the worker down:
+
+| outcome | meaning |
+|---|---|
+| `not-compiled` | the edited module does not import, or FlyDSL does not trace/compile it |
+| `crashed` | it compiled, but the sanitized launch raised (emulator deadlock, memory fault, ...) |
+| `timeout` | the per-mutant deadline passed (a timeout is never a detection) |
+| `equivalent` | its instrumented IR is identical to the clean kernel's, for every case |
+| `ran` | the campaign classifies it `killed` or `survived` from the verdicts |
+
+The per-mutant deadline is a `SIGALRM` timer in the worker (tasks run on the worker's main
+thread); the parent keeps a backstop for code that never returns to Python.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import signal
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+
+from ldssan.variants import Edit
+
+from .target import Target
+
+
+class MutantTimeout(BaseException):
+    """Raised by the deadline timer; a BaseException so `except Exception` in FlyDSL keeps out."""
+
+
+@dataclass(frozen=True)
+class Task:
+    kernel: str  # Target.spec (the campaign's key for the kernel)
+    target: Target
+    mutant_id: str | None  # None for the clean baseline
+    edits: tuple[Edit, ...]
+    launches: int
+    policy: str  # the sanitizer launch's scheduler policy
+    timeout: float
+    clean_ir: tuple[str, ...] | None = None  # per-case fingerprints of the clean kernel
+
+
+@dataclass
+class Outcome:
+    kernel: str
+    mutant_id: str | None
+    status: str  # ran | equivalent | not-compiled | crashed | timeout
+    violations: list[dict] = field(default_factory=list)  # {code, name, line, other_line, file, count}
+    launches: list[dict] = field(default_factory=list)  # {case, policy, ok, error}
+    ir: tuple[str, ...] = ()
+    cases: list[str] = field(default_factory=list)
+    error: str = ""
+    seconds: float = 0.0
+    pid: int = 0
+
+
+# ----------------------------------------------------------------------------- worker setup
+
+_IN_WORKER = False  # set by init_worker: this process belongs to a campaign's pool
+
+def init_worker(cache_dir: str | None) -> None:
+    """Pool initializer: FlyDSL and the sanitizer are imported once per worker.
+
+    FlyDSL's on-disk cache is off in workers: its key omits source locations, so a variant
+    whose IR equals another's (modulo locations) would be served the other's build, whose
+    ldssan site table names the other file. Every variant is compiled anyway (its IR is
+    new); the K output-check launches reuse the in-memory build."""
+    global _IN_WORKER
+    _IN_WORKER = True
+    os.environ["FLYDSL_RUNTIME_ENABLE_CACHE"] = "0"
+    if cache_dir:
+        os.environ.setdefault("FLYDSL_RUNTIME_CACHE_DIR", cache_dir)
+    os.environ.setdefault("FLYDSL_GPU_ARCH", "gfx1250")
+    os.environ.setdefault("ARCH", "gfx1250")
+    import flydsl.compiler  # noqa: F401
+
+    import ldssan.hook  # noqa: F401
+    import ldssan.runtime.emu  # noqa: F401
+
+
+def schedule(k: int) -> list[str]:
+    """K output-check policies: every built-in policy in turn, then fresh random seeds."""
+    from ldssan.runtime.emu import ALL_POLICIES
+
+    out = [str(p) for p in ALL_POLICIES[:k]]
+    seed = 100
+    while len(out) < k:
+        out.append(f"random({seed})")
+        seed += 1
+    return out
+
+
+class _Deadline:
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def _fire(self, signum, frame):
+        raise MutantTimeout(f"no result within {self.seconds:g} s")
+
+    def _armed(self) -> bool:
+        return (self.seconds > 0 and hasattr(signal, "setitimer")
+                and threading.current_thread() is threading.main_thread())
+
+    def __enter__(self):
+        self.armed = self._armed()
+        if self.armed:
+            self._old = signal.signal(signal.SIGALRM, self._fire)
+            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    def __exit__(self, *exc):
+        if self.armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self._old)
+        return False
+
+
+# ----------------------------------------------------------------------------- IR identity
+
+_SITES_ATTR = re.compile(r'ldssan\.sites = "(?:[^"\\]|\\.)*",?\s?')
+
+
+def _strip_locs(line: str) -> str:
+    """Remove every `loc(...)` (balanced, strings respected) from one line of MLIR."""
+    out, i, n = [], 0, len(line)
+    while i < n:
+        j = line.find("loc(", i)
+        if j < 0 or (j > 0 and (line[j - 1].isalnum() or line[j - 1] in "_.#")):
+            if j < 0:
+                out.append(line[i:])
+                break
+            out.append(line[i:j + 4])
+            i = j + 4
+            continue
+        out.append(line[i:j])
+        depth, k, in_str = 0, j + 3, False
+        while k < n:
+            c = line[k]
+            if in_str:
+                if c == "\\":
+                    k += 1
+                elif c == '"':
+                    in_str = False
+            elif c == '"':
+                in_str = True
+            elif c == "(":
+                depth += 1
+            elif c == ")":
+                depth -= 1
+                if depth == 0:
+                    break
+            k += 1
+        i = k + 1
+    return "".join(out).rstrip()
+
+
+def normalize_ir(text: str) -> str:
+    """An instrumented module without what differs between variants of one source:
+    location attributes (`loc(...)`, `#loc` lines) and the `ldssan.sites` table (file paths
+    and lines)."""
+    lines = []
+    for line in text.splitlines():
+        if line.startswith("#loc"):
+            continue
+        lines.append(_strip_locs(_SITES_ATTR.sub("", line)))
+    return "\n".join(lines)
+
+
+def _jit_functions(module) -> dict[str, object]:
+    from flydsl.compiler.jit_function import JitFunction
+
+    return {name: obj for name, obj in vars(module).items() if isinstance(obj, JitFunction)}
+
+
+def _compiled(module) -> dict[str, object]:
+    return {name: fn._last_compiled[1] for name, fn in _jit_functions(module).items()
+            if fn._last_compiled is not None}
+
+
+def ir_fingerprint(module) -> str:
+    """sha256 over the normalized instrumented IR of every JIT function's last compile."""
+    h = hashlib.sha256()
+    for name, artifact in sorted(_compiled(module).items()):
+        text = getattr(artifact, "_ir_text", None) or str(getattr(artifact, "ir", ""))
+        h.update(name.encode() + b"\0" + normalize_ir(text).encode() + b"\0")
+    return h.hexdigest()
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+def _brief(v) -> dict:
+    other = v.other_site
+    return {"code": v.code, "name": v.name, "line": v.site.line, "file": os.path.basename(v.site.file or ""),
+            "other_line": other.line if other is not None else None, "text": (v.site.text or "").strip(),
+            "count": v.count, "message": v.message}
+
+
+def _error_text(exc: BaseException) -> str:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first}"[:300]
+
+
+_CASES: dict[str, list] = {}
+
+
+def _cases(target: Target):
+    from .target import cases_of, import_clean
+
+    if target.spec not in _CASES:
+        _CASES[target.spec] = cases_of(target, import_clean(target))
+    return _CASES[target.spec]
+
+
+def evaluate(task: Task) -> Outcome:
+    """Run one variant; never raises (except KeyboardInterrupt)."""
+    out = Outcome(task.kernel, task.mutant_id, "ran", pid=os.getpid())
+    t0 = time.perf_counter()
+    try:
+        with _Deadline(task.timeout):
+            _evaluate(task, out)
+    except MutantTimeout as exc:
+        out.status, out.error = "timeout", str(exc)
+    except Exception as exc:  # noqa: BLE001 - the campaign's own bug: report, do not die
+        out.status, out.error = "crashed", _error_text(exc) + " (campaign) " + traceback.format_exc(limit=3)[-300:]
+    out.seconds = round(time.perf_counter() - t0, 3)
+    return out
+
+
+def _evaluate(task: Task, out: Outcome) -> None:
+    from ldssan import hook
+    from ldssan.runtime.emu import emulate
+    from ldssan.variants import load_variant
+
+    if _IN_WORKER and task.target.module is None:
+        # A kernel given as a file imports its neighbours the way a script does.
+        folder = os.path.dirname(task.target.path)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    try:
+        cases = _cases(task.target)
+    except Exception as exc:  # noqa: BLE001
+        out.status, out.error = "crashed", "cases: " + _error_text(exc)
+        return
+    out.cases = [c.name for c in cases]
+    tag = "clean" if task.mutant_id is None else "mutant"
+    try:
+        module = load_variant(task.target.import_ref, list(task.edits), tag=tag)
+    except Exception as exc:  # noqa: BLE001 - a mutant that does not import is not compiled
+        out.status, out.error = "not-compiled", _error_text(exc)
+        return
+
+    # 1. the sanitizer's verdict: one launch per case
+    fingerprints = []
+    for case in cases:
+        before = {n: id(a) for n, a in _compiled(module).items()}
+        col = None
+        try:
+            with hook.sanitize(task.policy) as col:
+                case.run(module)
+        except Exception as exc:  # noqa: BLE001
+            after = {n: id(a) for n, a in _compiled(module).items()}
+            out.status = "crashed" if after != before or not _jit_functions(module) else "not-compiled"
+            out.error = f"{case.name}: {_error_text(exc)}"
+            out.violations = [_brief(v) for v in col.violations] if col is not None else []
+            return
+        out.violations.extend(_brief(v) for v in col.violations)
+        fingerprints.append(ir_fingerprint(module))
+    out.ir = tuple(fingerprints)
+    if task.clean_ir is not None and out.ir == tuple(task.clean_ir):
+        out.status = "equivalent"
+        return
+
+    # 2. the output check: K launches per case, across scheduler policies and seeds
+    for policy in schedule(task.launches):
+        for case in cases:
+            rec = {"case": case.name, "policy": policy, "ok": None, "error": ""}
+            try:
+                with emulate(policy):
+                    result = case.run(module)
+                rec["ok"] = bool(case.check(result))
+            except Exception as exc:  # noqa: BLE001 - a launch that fails is not a detection
+                rec["error"] = _error_text(exc)
+            out.launches.append(rec)

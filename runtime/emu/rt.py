@@ -431,12 +431,34 @@ def readfirstlane(ctx, value, mask):
     return v[first] if v.ndim >= 1 and v.shape[0] == ctx.L else v
 
 
-def ballot(ctx, cond, mask, dtype):
-    bits = np.asarray(np.broadcast_to(cond, (ctx.L,)) & mask)
-    if ctx.L != 32:
-        raise EmuMemoryError("ballot across batched workgroups is per group; run with batch=1")
-    packed = int(np.packbits(bits[:32], bitorder="little").view(np.uint32)[0])
-    return np.asarray(packed).astype(dtype)[()]
+def _group_lanes(ctx, value):
+    v = np.asarray(value)
+    return np.broadcast_to(v, (ctx.L,) + v.shape[1:]) if v.ndim else np.full(ctx.L, v)
+
+
+def readfirstlane_groups(ctx, value, mask):
+    """readfirstlane under batching: each workgroup's first active lane, broadcast to its lanes."""
+    v = _group_lanes(ctx, value)
+    B = ctx.L // 32
+    first = np.argmax(np.asarray(mask).reshape(B, 32), axis=1) + np.arange(B) * 32
+    return np.repeat(v[first], 32, axis=0)
+
+
+def readlane_groups(ctx, value, lane, uniform: bool):
+    v = _group_lanes(ctx, value)
+    B = ctx.L // 32
+    src = np.arange(B) * 32 + (np.asarray(lane, dtype=np.int64).reshape(-1)[::32] if np.ndim(lane) else int(lane))
+    picked = v[src]
+    return picked[0] if uniform else np.repeat(picked, 32, axis=0)
+
+
+def ballot(ctx, cond, mask, dtype, uniform: bool = True):
+    """Bitmask of the lanes (of each workgroup) where `cond` holds."""
+    bits = np.asarray(np.broadcast_to(cond, (ctx.L,)) & mask).reshape(-1, 32)
+    packed = np.packbits(bits, axis=1, bitorder="little").view(np.uint32)[:, 0].astype(np.uint64)
+    out = packed.astype(np.dtype(dtype).newbyteorder("=")) if np.dtype(dtype).itemsize >= 4 else packed
+    out = out.astype(dtype)
+    return out[0] if uniform else np.repeat(out, 32)
 
 
 def mbcnt(ctx, mask_bits, acc, hi: bool):

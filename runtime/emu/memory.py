@@ -95,7 +95,10 @@ class LocalMemory:
     def __init__(self, lds_bytes: int, n_groups: int, fill: int | None = None):
         self.lds_bytes = lds_bytes
         self.n_groups = n_groups
-        self.data = np.zeros(max(1, lds_bytes) * n_groups, dtype=np.uint8)
+        stride = (max(1, lds_bytes) + 3) // 4 * 4 if lds_bytes % 4 == 0 else max(1, lds_bytes)
+        self.data = np.zeros(stride * n_groups, dtype=np.uint8)
+        # dword view for aligned accesses (4x fewer indices); None when groups are not 4-aligned
+        self.words = self.data.view(np.uint32) if lds_bytes % 4 == 0 and self.data.size % 4 == 0 else None
         if fill is not None:
             self.data[:] = fill
 
@@ -106,3 +109,16 @@ class LocalMemory:
         safe = np.where(ok, addr, 0)
         idx = (group_base + safe)[:, None] + np.arange(nbytes, dtype=np.int64)
         return idx, ok
+
+    def index(self, group_base: np.ndarray, addr: np.ndarray, nbytes: int):
+        """(array, indices (n, k), in-range mask): dwords when every address is 4-aligned
+        and the size a multiple of 4 (the common case), bytes otherwise."""
+        addr = addr.astype(np.int64, copy=False)
+        ok = (addr >= 0) & (addr + nbytes <= self.lds_bytes)
+        if self.words is not None and nbytes % 4 == 0 and not (addr & 3).any():
+            safe = addr if ok.all() else np.where(ok, addr, 0)
+            idx = ((group_base + safe) >> 2)[:, None] + np.arange(nbytes // 4, dtype=np.int64)
+            return self.words, idx, ok
+        safe = np.where(ok, addr, 0)
+        idx = (group_base + safe)[:, None] + np.arange(nbytes, dtype=np.int64)
+        return self.data, idx, ok

@@ -299,9 +299,9 @@ def lds_load(ctx, addr, dtype, count, mask, site=None):
     nb = dtype.itemsize * count
     if ctx.ds_queue:
         ctx.flush_ds()  # the wave's own LDS queue is in order: it reads its earlier stores
-    idx, ok = ctx.lds.flat_index(ctx.group_base, addr, nb)
+    arr, idx, ok = ctx.lds.index(ctx.group_base, addr, nb)
     ok &= mask
-    raw = ctx.lds.data[idx]
+    raw = arr[idx]
     if not ok.all():
         if not ctx.lds_oob_ok:
             _lds_oob(ctx, addr, nb, mask)
@@ -316,16 +316,18 @@ def lds_store(ctx, addr, data, mask, *, queued: bool = True):
     addr = np.broadcast_to(np.asarray(addr, dtype=np.int64), (L,))
     raw = np.ascontiguousarray(np.broadcast_to(data, (L,) + np.shape(data)[1:] if np.ndim(data) else (L,)))
     raw = raw.view(np.uint8).reshape(L, -1)
-    idx, ok = ctx.lds.flat_index(ctx.group_base, addr, raw.shape[1])
+    arr, idx, ok = ctx.lds.index(ctx.group_base, addr, raw.shape[1])
+    if arr is not ctx.lds.data:
+        raw = raw.view(np.uint32)
     ok &= mask
     if not ok.all():
         if not ctx.lds_oob_ok:
-            _lds_oob(ctx, addr, raw.shape[1], mask)
+            _lds_oob(ctx, addr, raw.shape[1] * raw.itemsize, mask)
         idx, raw = idx[ok], raw[ok]
     if queued and ctx.ds_queue is not None:
-        ctx.ds_queue.append((idx, raw))  # lands at the wave's next dscnt wait / fence / barrier
+        ctx.ds_queue.append((arr, idx, raw))  # lands at the wave's next dscnt wait / fence / barrier
     else:
-        ctx.lds.data[idx] = raw
+        arr[idx] = raw
 
 
 def _lds_oob(ctx, addr, nbytes, mask):

@@ -26,6 +26,7 @@ from LDS to global memory, dropping out-of-bounds elements.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,33 +52,52 @@ class Tdm2D:
 
     def element_grid(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(global element offsets, LDS byte offsets, in-bounds mask) of the tile, row-major."""
-        r = np.arange(self.tile_dim1, dtype=np.int64)[:, None]
-        c = np.arange(self.tile_dim0, dtype=np.int64)[None, :]
-        g = (r * self.stride1 + c).reshape(-1)
-        inb = ((r < self.tensor_dim1) & (c < self.tensor_dim0)).reshape(-1)
-        lin = (r * self.tile_dim0 + c).reshape(-1) * self.elem_bytes
-        if self.pad_interval:
-            lin = lin + (lin // self.pad_interval) * self.pad_amount
-        return g, self.lds_addr + lin, inb
+        return _grid(self.tile_dim0, self.tile_dim1, self.stride1, self.tensor_dim0, self.tensor_dim1,
+                     self.elem_bytes, self.pad_interval, self.pad_amount, self.lds_addr)
 
     def lds_bytes(self) -> np.ndarray:
         """Every LDS byte offset the tile covers (padding excluded)."""
         if not self.pred:
             return np.zeros(0, np.int64)
-        _g, lds, _inb = self.element_grid()
-        return (lds[:, None] + np.arange(self.elem_bytes, dtype=np.int64)).reshape(-1)
+        return _footprint(self.tile_dim0, self.tile_dim1, self.elem_bytes, self.pad_interval,
+                          self.pad_amount, self.lds_addr)
 
 
-def _u32(x) -> int:
-    return int(np.asarray(x).astype(np.int64)) & 0xFFFFFFFF
+# Kernels issue the same few descriptors over and over (per stage and slot): cache the
+# index arithmetic. Results are read-only.
+@functools.lru_cache(maxsize=4096)
+def _grid(tile0, tile1, stride1, tdim0, tdim1, eb, pad_interval, pad_amount, lds_addr):
+    r = np.arange(tile1, dtype=np.int64)[:, None]
+    c = np.arange(tile0, dtype=np.int64)[None, :]
+    g = (r * stride1 + c).reshape(-1)
+    inb = ((r < tdim1) & (c < tdim0)).reshape(-1)
+    lin = (r * tile0 + c).reshape(-1) * eb
+    if pad_interval:
+        lin = lin + (lin // pad_interval) * pad_amount
+    out = (g, lds_addr + lin, inb)
+    for a in out:
+        a.flags.writeable = False
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _footprint(tile0, tile1, eb, pad_interval, pad_amount, lds_addr):
+    _g, lds, _inb = _grid(tile0, tile1, 0, tile0, tile1, eb, pad_interval, pad_amount, lds_addr)
+    out = (lds[:, None] + np.arange(eb, dtype=np.int64)).reshape(-1)
+    out.flags.writeable = False
+    return out
+
+
+def _words(x) -> list[int]:
+    return np.asarray(x).reshape(-1).astype(np.int64).__and__(0xFFFFFFFF).tolist()
 
 
 def decode(g0, g1, g2=None, g3=None) -> Tdm2D:
     """Decode one workgroup's descriptor groups (uniform (4,) / (8,) arrays)."""
-    g0 = [_u32(v) for v in np.asarray(g0).reshape(-1)]
-    g1 = [_u32(v) for v in np.asarray(g1).reshape(-1)]
+    g0 = _words(g0)
+    g1 = _words(g1)
     for extra in (g2, g3):
-        if extra is not None and any(_u32(v) for v in np.asarray(extra).reshape(-1)):
+        if extra is not None and np.asarray(extra).any():
             raise NotImplementedError("ldssan-emu: TDM descriptors beyond 2-D (non-zero group 2/3) are not emulated")
     cfg = g1[0]
     if cfg >> 19 & 1:

@@ -122,8 +122,8 @@ class WaveCtx:
         if not q:
             return
         n = max(0, len(q) - (keep & 0xFFFF))
-        for idx, raw in q[:n]:
-            self.lds.data[idx] = raw
+        for arr, idx, raw in q[:n]:
+            arr[idx] = raw
         del q[:n]
 
     def drain(self) -> None:

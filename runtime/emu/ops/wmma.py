@@ -10,6 +10,7 @@ tolerance of the hardware, whose internal accumulation order is undocumented.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import ml_dtypes
@@ -23,6 +24,7 @@ _ELEM = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "f32": np.float32,
 _NAME = re.compile(r"rocdl\.wmma\.(\w+)\.16x16x(\d+)\.(\w+)$")
 
 
+@functools.lru_cache(maxsize=None)
 def _layout_ab(K: int, elem_bits: int) -> tuple[np.ndarray, np.ndarray]:
     lane = np.arange(32)[:, None]
     i = np.arange(K // 2)[None, :]
@@ -30,7 +32,10 @@ def _layout_ab(K: int, elem_bits: int) -> tuple[np.ndarray, np.ndarray]:
         k = (lane // 16) * 2 + i
     else:
         k = (i // 8) * 16 + (lane // 16) * 8 + i % 8
-    return np.broadcast_to(lane % 16, k.shape), k
+    rows = np.broadcast_to(lane % 16, k.shape).copy()
+    rows.flags.writeable = False
+    k.flags.writeable = False
+    return rows, k
 
 
 _LANE = np.arange(32)[:, None]

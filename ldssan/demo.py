@@ -79,10 +79,48 @@ def sanitize_rmsnorm(console: Console, policy: str) -> bool:
     return clean and bool(col.violations)
 
 
+def gemm_demo(console: Console, policy: str, sanitize: bool) -> bool:
+    """The TDM-fed GEMM: a clean FP8 launch vs its reference (sanitized), then a planted
+    one-token bug in its tensorcnt arithmetic."""
+    from ldssan import hook
+    from ldssan.kernels import gemm as G
+    from ldssan.report import render
+    from ldssan.runtime.emu import emulate
+    from ldssan.variants import Edit, load_variant
+
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(128, 640, generator=gen).to(torch.float8_e4m3fn)
+    b = torch.randn(128, 640, generator=gen).to(torch.float8_e4m3fn)
+    ref = G.gemm_reference(a, b, None, None, torch.bfloat16).astype(np.float32)
+    if not sanitize:
+        with emulate(policy):
+            c = G.gemm(a, b, waves=4, nb=3)
+        err = float(np.abs(c.float().numpy() - ref).max())
+        console.print(f"[bold]GEMM[/] FP8 128x128x640 (TDM ring nb=3, 4 waves): max |err| = {err:.3g}")
+        return err == 0.0
+    with hook.sanitize(policy) as col:
+        c = G.gemm(a, b, waves=4, nb=3)
+    err = float(np.abs(c.float().numpy() - ref).max())
+    clean = not col.violations
+    console.print(f"\n[bold]GEMM[/] FP8 128x128x640 (TDM ring nb=3, 4 waves, WMMA 16x16x128): max |err| = {err:.3g}, "
+                  f"ldssan: {'no violations' if clean else 'VIOLATIONS'}")
+    line = G.protocol_sites()["steady_wait"]
+    bug = load_variant(G, [Edit(line, "tdm_ops.tensor_wait(TDM_PER_WAVE * (nb - 2) + 1)")], tag="demo")
+    console.print(f"[bold]Planted bug:[/] kernels/gemm.py:{line} tensor wait count raised by one")
+    with hook.sanitize(policy) as col2:
+        c = bug.gemm(a, b, waves=4, nb=3)
+    err = float(np.nanmax(np.abs(c.float().numpy() - ref)))
+    console.print(f"output check of this launch: max |err| = {err:.3g}; sanitizer:")
+    for r in col2.results:
+        render(r.report, console, max_violations=1)
+    return err == 0.0 or clean and bool(col2.violations)
+
+
 def run_demo(policy: str = "round-robin", sanitize: bool = True) -> int:
     console = Console()
     ok = check_rmsnorm(console, policy)
     if sanitize:
         ok &= sanitize_rmsnorm(console, policy)
+    ok &= gemm_demo(console, policy, sanitize)
     console.print("[green]demo: all checks passed[/]" if ok else "[red]demo: a check failed[/]")
     return 0 if ok else 1

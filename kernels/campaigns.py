@@ -106,4 +106,27 @@ def gemm_cases() -> list[Case]:
                  check=lambda out: close(out, ref))]
 
 
+@campaign("ldssan.kernels.mega_moe")
+def mega_moe_cases() -> list[Case]:
+    """Top-2 MoE, 8 tokens over 4 experts (tokens on every wave of the route kernel, about
+    one m-tile per expert), model_dim 256, inter_dim 256, bf16 weights, the default pipeline
+    (16 x 128 x 64 tiles, nb = 3: both stages run prologue, steady state and drain; 4
+    persistent workgroups); token rows scaled from 1e-1 to 1e1 so a row computed from stale
+    or foreign data shows (larger scales overflow SiLU's exp2 without adding sensitivity)."""
+    import torch
+
+    from ldssan.kernels import mega_moe as mm
+
+    close = _close(2 ** -6, 1e-3)
+    t, e, d, inter = 8, 4, 256, 256
+    gen = torch.Generator().manual_seed(4)
+    x = (torch.randn(t, d, generator=gen) * torch.logspace(-1, 1, t).reshape(t, 1)).to(torch.bfloat16)
+    logits = torch.randn(t, e, generator=gen)
+    w1 = (torch.randn(e, 2 * inter, d, generator=gen) / d ** 0.5).to(torch.bfloat16)
+    w2 = (torch.randn(e, d, inter, generator=gen) / inter ** 0.5).to(torch.bfloat16)
+    ref = _as_f32(mm.mega_moe_reference(x, logits, w1, w2))
+    return [Case(f"T{t}-E{e}-D{d}-bf16", run=lambda mod: mod.mega_moe(x, logits, w1, w2),
+                 check=lambda out: close(out, ref))]
+
+
 BUNDLED: tuple[str, ...] = tuple(CAMPAIGNS)

@@ -119,6 +119,14 @@ rounding to the output dtype.
 ``sync_sites()`` / ``protocol_sites()`` give the line of every synchronisation and
 data-movement statement named above, for mutation tools.
 
+Shared pieces. ``kernels/mega_moe.py``'s persistent grouped GEMM runs this pipeline: the
+ring geometry is ``ring_layout`` (``RingLayout``; ``GemmConfig.ring``), the per-tile TDM stage
+issue, fragment loads and WMMA are ``RingPipeline`` (whose ``issue_stage`` / ``compute``
+are the ``_issue_stage`` / ``_compute`` of the kernel below), and the reference's
+accumulation model is ``wmma_accumulate``. Each kernel keeps its own schedule and
+synchronisation lines. ``RingPipeline`` also runs bf16 A against FP8 B (bf16 WMMA, B
+fragments widened to bf16 exactly in registers), which ``gemm`` itself does not offer.
+
 Target selection: like ``kernels/rmsnorm.py`` this module sets
 ``FLYDSL_GPU_ARCH``/``ARCH`` to gfx1250 (``setdefault``) before importing FlyDSL.
 """
@@ -151,6 +159,8 @@ __all__ = [
     "TDM_PER_WAVE",
     "WAVE_SIZE",
     "GemmConfig",
+    "RingLayout",
+    "RingPipeline",
     "default_tiles",
     "gemm",
     "gemm_config",
@@ -158,7 +168,9 @@ __all__ = [
     "gemm_reference",
     "launch_gemm",
     "protocol_sites",
+    "ring_layout",
     "sync_sites",
+    "wmma_accumulate",
 ]
 
 WAVE_SIZE = 32  # gfx1250 is wave32 only
@@ -237,6 +249,11 @@ class GemmConfig:
         """Wave-sized (32-float) async load jobs that fill the scale region."""
         return (self.tile_m + self.tile_n) // WAVE_SIZE
 
+    @property
+    def ring(self) -> "RingLayout":
+        """The A/B ring and wave grid (what ``RingPipeline`` runs)."""
+        return ring_layout(self.kind, self.kind, self.tile_m, self.tile_n, self.tile_k, self.waves, self.nb)
+
 
 def default_tiles(kind: str) -> tuple[int, int, int]:
     """Default (tile_m, tile_n, tile_k) for an input kind: small enough to emulate."""
@@ -258,6 +275,114 @@ def _align(x: int, a: int) -> int:
     return (x + a - 1) // a * a
 
 
+@dataclass(frozen=True)
+class RingLayout:
+    """Geometry of the TDM-fed A/B LDS ring and the WMMA wave grid of one output tile.
+
+    Shared by ``gemm_kernel`` and the grouped GEMM of ``kernels/mega_moe.py`` (which feeds
+    bf16 A with FP8 B: ``a_kind`` and ``b_kind`` may differ, the WMMA then runs in bf16 and
+    the FP8 fragments are widened to bf16 in registers, exactly). Byte offsets are relative
+    to the start of the ring; slot ``s`` starts at ``s * slot_bytes``, holds A
+    ``[tile_m][tile_k]`` (row pitch ``a_row``) then B ``[tile_n][tile_k]`` (row pitch
+    ``b_row``) at ``b_off``.
+    """
+
+    a_kind: str  # "fp8" | "bf16"
+    b_kind: str
+    mma: str  # the WMMA's input kind: "fp8" only when both operands are FP8
+    tile_m: int
+    tile_n: int
+    tile_k: int  # elements
+    waves: int
+    nb: int
+    m_waves: int
+    n_waves: int
+    wmma_k: int  # elements
+    a_elem_bytes: int
+    b_elem_bytes: int
+    a_pad: int  # TDM pad bytes after every LDS row
+    b_pad: int
+    a_row: int  # LDS row pitch (bytes)
+    b_row: int
+    a_bytes: int
+    slot_bytes: int
+    ring_bytes: int
+
+    @property
+    def block(self) -> int:
+        return WAVE_SIZE * self.waves
+
+    @property
+    def b_off(self) -> int:
+        return self.a_bytes
+
+    @property
+    def ksteps(self) -> int:
+        """WMMA K-steps per k-tile."""
+        return self.tile_k // self.wmma_k
+
+    @property
+    def rm(self) -> int:
+        """16-row WMMA blocks per wave."""
+        return self.tile_m // self.m_waves // WMMA_M
+
+    @property
+    def rn(self) -> int:
+        """16-column WMMA blocks per wave."""
+        return self.tile_n // self.n_waves // WMMA_N
+
+
+def ring_layout(a_kind: str, b_kind: str, tile_m: int, tile_n: int, tile_k: int, waves: int, nb: int,
+                *, m_waves: int | None = None, who: str = "gemm") -> RingLayout:
+    """Validate a ring/WMMA specialisation and derive its geometry; ValueError names ``who``.
+
+    The wave grid is ``m_waves x waves/m_waves`` (default: 2 x 2 for 4 waves, 2 x 4 for 8).
+    The caller checks the LDS total (it adds its own regions after ``ring_bytes``)."""
+    for name, kind in (("input", a_kind), ("weight", b_kind)):
+        if kind not in _WMMA_K:
+            raise ValueError(f"{who}: {name} kind must be 'fp8' or 'bf16', got {kind!r}")
+    if a_kind == "fp8" and b_kind != "fp8":
+        raise ValueError(f"{who}: FP8 A needs FP8 B (the mixed pipeline is bf16 A x FP8 B)")
+    mma = "fp8" if a_kind == b_kind == "fp8" else "bf16"
+    if waves not in _WAVE_GRID:
+        raise ValueError(f"{who}: waves must be 4 or 8, got {waves!r}")
+    if nb not in (2, 3, 4):
+        raise ValueError(f"{who}: nb (LDS ring stages) must be 2, 3 or 4, got {nb!r}")
+    for name, v in (("tile_m", tile_m), ("tile_n", tile_n), ("tile_k", tile_k)):
+        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+            raise ValueError(f"{who}: {name} must be a positive int, got {v!r}")
+    wk = _WMMA_K[mma]
+    if tile_k < wk:
+        raise ValueError(
+            f"{who}: tile_k={tile_k} is below the {mma} WMMA depth {wk} (16x16x{wk}); "
+            f"tile_k must be a positive multiple of {wk}"
+        )
+    if tile_k % wk:
+        raise ValueError(f"{who}: tile_k={tile_k} must be a multiple of the {mma} WMMA depth {wk}")
+    mw, nw = _WAVE_GRID[waves]
+    if m_waves is not None:
+        if m_waves not in (1, 2, 4) or waves % m_waves:
+            raise ValueError(f"{who}: m_waves must divide waves ({waves}), got {m_waves!r}")
+        mw, nw = m_waves, waves // m_waves
+    if tile_m % (WMMA_M * mw):
+        raise ValueError(f"{who}: tile_m={tile_m} must be a multiple of {WMMA_M * mw} ({mw} waves along M x 16)")
+    if tile_n % (WMMA_N * nw):
+        raise ValueError(f"{who}: tile_n={tile_n} must be a multiple of {WMMA_N * nw} ({nw} waves along N x 16)")
+    if tile_m > 65535 or tile_n > 65535 or tile_k > 65535:
+        raise ValueError(f"{who}: tile extents must fit the 16-bit TDM tile fields")
+    aeb, beb = _ELEM_BYTES[a_kind], _ELEM_BYTES[b_kind]
+    a_pad = LDS_PAD_BYTES if _pad_encodable(tile_k * aeb, LDS_PAD_BYTES) else 0
+    b_pad = LDS_PAD_BYTES if _pad_encodable(tile_k * beb, LDS_PAD_BYTES) else 0
+    a_row, b_row = tile_k * aeb + a_pad, tile_k * beb + b_pad
+    a_bytes = tile_m * a_row
+    slot = _align(a_bytes + tile_n * b_row, 128)
+    return RingLayout(
+        a_kind=a_kind, b_kind=b_kind, mma=mma, tile_m=tile_m, tile_n=tile_n, tile_k=tile_k, waves=waves,
+        nb=nb, m_waves=mw, n_waves=nw, wmma_k=wk, a_elem_bytes=aeb, b_elem_bytes=beb, a_pad=a_pad,
+        b_pad=b_pad, a_row=a_row, b_row=b_row, a_bytes=a_bytes, slot_bytes=slot, ring_bytes=nb * slot,
+    )
+
+
 def gemm_config(kind: str, out: str, tile_m: int, tile_n: int, tile_k: int, waves: int, nb: int) -> GemmConfig:
     """Validate a specialisation and derive its geometry; raises ValueError with the reason."""
     if kind not in _WMMA_K:
@@ -266,48 +391,21 @@ def gemm_config(kind: str, out: str, tile_m: int, tile_n: int, tile_k: int, wave
         raise ValueError(f"gemm: output kind must be 'bf16' or 'f32', got {out!r}")
     if kind == "fp8" and out != "bf16":
         raise ValueError("gemm: the FP8 kernel writes bf16 C (out_dtype=torch.bfloat16)")
-    if waves not in _WAVE_GRID:
-        raise ValueError(f"gemm: waves must be 4 or 8, got {waves!r}")
-    if nb not in (2, 3, 4):
-        raise ValueError(f"gemm: nb (LDS ring stages) must be 2, 3 or 4, got {nb!r}")
-    for name, v in (("tile_m", tile_m), ("tile_n", tile_n), ("tile_k", tile_k)):
-        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-            raise ValueError(f"gemm: {name} must be a positive int, got {v!r}")
-    wk = _WMMA_K[kind]
-    if tile_k < wk:
-        raise ValueError(
-            f"gemm: tile_k={tile_k} is below the {kind} WMMA depth {wk} (16x16x{wk}); "
-            f"tile_k must be a positive multiple of {wk}"
-        )
-    if tile_k % wk:
-        raise ValueError(f"gemm: tile_k={tile_k} must be a multiple of the {kind} WMMA depth {wk}")
-    mw, nw = _WAVE_GRID[waves]
-    if tile_m % (WMMA_M * mw):
-        raise ValueError(f"gemm: tile_m={tile_m} must be a multiple of {WMMA_M * mw} ({mw} waves along M x 16)")
-    if tile_n % (WMMA_N * nw):
-        raise ValueError(f"gemm: tile_n={tile_n} must be a multiple of {WMMA_N * nw} ({nw} waves along N x 16)")
-    if tile_m > 65535 or tile_n > 65535 or tile_k > 65535:
-        raise ValueError("gemm: tile extents must fit the 16-bit TDM tile fields")
-    eb = _ELEM_BYTES[kind]
+    lay = ring_layout(kind, kind, tile_m, tile_n, tile_k, waves, nb)
     ob = _OUT_BYTES[out]
-    pad = LDS_PAD_BYTES if _pad_encodable(tile_k * eb, LDS_PAD_BYTES) else 0
-    row = tile_k * eb + pad
-    a_bytes = tile_m * row
-    slot = _align(a_bytes + tile_n * row, 128)
-    ring = nb * slot
     c_bytes = tile_m * tile_n * ob
-    scale_off = _align(max(ring, c_bytes), 128)
+    scale_off = _align(max(lay.ring_bytes, c_bytes), 128)
     lds = scale_off + (tile_m + tile_n) * 4
     if lds > LDS_BYTES_MAX:
         raise ValueError(
-            f"gemm: the tile needs {lds} B of LDS (ring {nb} x {slot} B + scales), above the gfx1250 "
+            f"gemm: the tile needs {lds} B of LDS (ring {nb} x {lay.slot_bytes} B + scales), above the gfx1250 "
             f"limit of {LDS_BYTES_MAX} B; use smaller tiles or fewer stages"
         )
     return GemmConfig(
         kind=kind, out=out, tile_m=tile_m, tile_n=tile_n, tile_k=tile_k, waves=waves, nb=nb,
-        m_waves=mw, n_waves=nw, wmma_k=wk, elem_bytes=eb, out_bytes=ob, pad_bytes=pad,
-        row_bytes=row, a_bytes=a_bytes, slot_bytes=slot, ring_bytes=ring, c_bytes=c_bytes,
-        scale_off=scale_off, lds_bytes=lds,
+        m_waves=lay.m_waves, n_waves=lay.n_waves, wmma_k=lay.wmma_k, elem_bytes=lay.a_elem_bytes, out_bytes=ob,
+        pad_bytes=lay.a_pad, row_bytes=lay.a_row, a_bytes=lay.a_bytes, slot_bytes=lay.slot_bytes,
+        ring_bytes=lay.ring_bytes, c_bytes=c_bytes, scale_off=scale_off, lds_bytes=lds,
     )
 
 
@@ -349,6 +447,139 @@ def _min_i32(a, b):
     return fx.Int32((a < b).select(a, b))
 
 
+def _lds_load_b64(addr):
+    """ds_load_b64 of 2 x i32 at LDS byte address ``addr`` (i32, 8-byte aligned)."""
+    ptr = fx.inttoptr(_lds_ptr_type(fx.Int32, 8), addr)
+    return fx.ptr_load(ptr, ir.VectorType.get([2], fx.Int32.ir_type))
+
+
+_FX_IN = {"fp8": fx.Float8E4M3FN, "bf16": fx.BFloat16}
+
+
+def _fp8_to_bf16(words):
+    """The 16 e4m3 bytes of ``words`` (4 x i32) as 16 bf16, exactly, in integer arithmetic.
+
+    Normal values keep their mantissa and move the exponent bias from 7 to 127 (``em << 4``
+    plus ``120 << 7``); subnormals ``m * 2^-9`` (m = 1..7) are converted through f32, whose
+    top half is then their exact bf16. (NaN bytes decode to 480.) Plain ``arith.extf`` from
+    f8E4M3FN does not lower on this FlyDSL pipeline; gfx1250's ``v_cvt_scale_pk8_bf16_fp8``
+    would do it in two instructions.
+    """
+    x = Vec(words).bitcast(fx.Int8).to(fx.Int32)
+    em = x & 0x7F
+    sign = (x & 0x80) << 8
+    normal = (em << 4) + (120 << 7)
+    sub = (em.to(fx.Float32) * (2.0 ** -9)).bitcast(fx.Int32) >> 16
+    bits = (em < 8).select(sub, normal) | sign
+    return bits.to(fx.Int16).bitcast(fx.BFloat16)
+
+
+class RingPipeline:
+    """The K pipeline pieces of one ``tile_m x tile_n`` output tile (trace-time helper).
+
+    ``issue_stage(stage)`` issues this wave's TDM loads of k-tile ``stage`` (its row slice of
+    A and of B: ``TDM_PER_WAVE`` ops) into ring slot ``stage % nb``; ``compute(slot)`` loads
+    this wave's fragments of the k-tile held in ``slot`` (``ds_load``) and runs the WMMAs
+    into ``acc`` (``rm * rn`` f32 accumulators of 8 values, zeroed at construction). Both are
+    straight-line code: the prologue / steady / drain schedule and its synchronisations stay
+    in the kernel that uses them (``gemm_kernel`` below, the grouped GEMM of
+    ``kernels/mega_moe.py``), one statement per line.
+
+    ``a_tile`` / ``b_tile`` are global iterators at row 0, column 0 of the tile (row stride
+    ``K`` elements); ``a_rows`` / ``b_rows`` the rows left from there (the TDM zero-fills past
+    them, and past ``K``). ``lds`` is the arena base pointer and ``lds_addr`` its i32 address;
+    the ring starts at ``ring_off`` bytes. ``wave`` must be wave-uniform (``readfirstlane``).
+    With ``lay.mma == "bf16"`` and FP8 B, B fragments are ``2 x ds_load_b64`` widened to bf16
+    (exact: every e4m3 value is a bf16 value).
+    """
+
+    def __init__(self, lay: RingLayout, lds, lds_addr, a_tile, a_rows, b_tile, b_rows, K, wave, lane,
+                 ring_off: int = 0):
+        self.lay = lay
+        tile_m, tile_n, tile_k, waves = lay.tile_m, lay.tile_n, lay.tile_k, lay.waves
+        self.K = K
+        self.ring_off = ring_off
+        k64 = fx.Int64(K)
+        a_t, b_t = _FX_IN[lay.a_kind], _FX_IN[lay.b_kind]
+        self.gA = fx.Tensor(fx.make_view(a_tile, fx.make_layout((tile_m, tile_k), (tile_k, 1))))
+        self.gB = fx.Tensor(fx.make_view(b_tile, fx.make_layout((tile_n, tile_k), (tile_k, 1))))
+        # Split over all waves (each wave issues its row slice); rows padded in LDS.
+        aeb, beb = lay.a_elem_bytes, lay.b_elem_bytes
+        pad_a = {"pad_interval": tile_k, "pad_amount": lay.a_pad // aeb} if const_expr(lay.a_pad) else {}
+        pad_b = {"pad_interval": tile_k, "pad_amount": lay.b_pad // beb} if const_expr(lay.b_pad) else {}
+        self.atomA = fx.rocdl.make_tdm_atom(self.gA, [a_rows, K], strides=[k64, None], num_warps=waves, **pad_a)
+        self.atomB = fx.rocdl.make_tdm_atom(self.gB, [b_rows, K], strides=[k64, None], num_warps=waves, **pad_b)
+        self.lds_a = fx.recast_iter(a_t, lds)  # the arena as A / B elements (keeps its alignment)
+        self.lds_b = self.lds_a if const_expr(lay.a_kind == lay.b_kind) else fx.recast_iter(b_t, lds)
+
+        # fragments: lane l of a 16-row block reads 8-element (bf16 WMMA) or 16-byte (fp8
+        # WMMA) chunks at K offset (l // 16) * chunk + 2 * chunk * j of its row
+        lane16 = lane % 16
+        half = lane // 16
+        wave_m = wave // lay.n_waves
+        wave_n = wave % lay.n_waves
+        self.wave_m, self.wave_n, self.lane16, self.half = wave_m, wave_n, lane16, half
+        WTM = tile_m // lay.m_waves
+        WTN = tile_n // lay.n_waves
+        self.chunk_a = 16 if const_expr(lay.mma == "fp8") else 8 * aeb
+        self.chunk_b = 16 if const_expr(lay.mma == "fp8") else 8 * beb
+        self.a_lane = [lds_addr + ring_off + (wave_m * WTM + wm * 16 + lane16) * lay.a_row + half * self.chunk_a
+                       for wm in range_constexpr(lay.rm)]
+        self.b_lane = [lds_addr + ring_off + lay.b_off + (wave_n * WTN + wn * 16 + lane16) * lay.b_row
+                       + half * self.chunk_b for wn in range_constexpr(lay.rn)]
+        self.wmma = fx.make_mma_atom(fx.rocdl.WMMA(WMMA_M, WMMA_N, lay.wmma_k, _FX_IN[lay.mma], fx.Float32))
+        self.acc = [fx.make_rmem_tensor(8, fx.Float32) for _ in range_constexpr(lay.rm * lay.rn)]
+        for t in self.acc:
+            t.store(Vec.filled(8, 0.0, fx.Float32))
+
+    def _ring_view(self, lds_t, eb, row, byte_off, rows):
+        ptr = fx.add_offset(lds_t, byte_off // eb)
+        return fx.Tensor(fx.make_view(ptr, fx.make_layout((rows, self.lay.tile_k), (row // eb, 1))))
+
+    def issue_stage(self, stage):
+        """This wave's TDM_PER_WAVE loads of k-tile ``stage`` into slot ``stage % nb``."""
+        lay = self.lay
+        slot_off = (stage % lay.nb) * lay.slot_bytes
+        if const_expr(self.ring_off):
+            slot_off = slot_off + self.ring_off
+        k_left = self.K - stage * lay.tile_k  # tile-relative K extent: the TDM zero-fills past it
+        a_dst = self._ring_view(self.lds_a, lay.a_elem_bytes, lay.a_row, slot_off, lay.tile_m)
+        b_dst = self._ring_view(self.lds_b, lay.b_elem_bytes, lay.b_row, slot_off + lay.b_off, lay.tile_n)
+        a_k = fx.Int64(stage) * (lay.tile_k * lay.a_elem_bytes)
+        b_k = a_k if const_expr(lay.a_elem_bytes == lay.b_elem_bytes) else fx.Int64(stage) * (
+            lay.tile_k * lay.b_elem_bytes)
+        fx.copy(fx.atom_set_value(self.atomA, "extent_1", k_left), self.gA, a_dst, imm_offset=a_k)
+        fx.copy(fx.atom_set_value(self.atomB, "extent_1", k_left), self.gB, b_dst, imm_offset=b_k)
+
+    def _frag(self, addr, kind, chunk):
+        lay = self.lay
+        if const_expr(lay.mma == "fp8"):
+            r = fx.make_rmem_tensor(16, fx.Int32)  # 64 B: 16 x i32
+            r.store(_concat([_lds_load_b128(addr + 2 * chunk * j) for j in range_constexpr(4)]))
+            return r
+        if const_expr(kind == "bf16"):
+            v = _concat([_lds_load_b128(addr + 2 * chunk * j) for j in range_constexpr(2)]).bitcast(fx.BFloat16)
+        else:  # FP8 operand of a bf16 WMMA: 16 bytes, widened exactly
+            v = _fp8_to_bf16(_concat([_lds_load_b64(addr + 2 * chunk * j) for j in range_constexpr(2)]))
+        r = fx.make_rmem_tensor(16, fx.BFloat16)  # 32 B: 16 x bf16
+        r.store(v)
+        return r
+
+    def compute(self, slot):
+        """Fragments of the k-tile in ``slot`` and the WMMAs into ``acc``."""
+        lay = self.lay
+        base = slot * lay.slot_bytes
+        for ks in range_constexpr(lay.ksteps):
+            off_a = base + ks * (lay.wmma_k * lay.a_elem_bytes)
+            off_b = base + ks * (lay.wmma_k * lay.b_elem_bytes)
+            fa = [self._frag(self.a_lane[wm] + off_a, lay.a_kind, self.chunk_a) for wm in range_constexpr(lay.rm)]
+            fb = [self._frag(self.b_lane[wn] + off_b, lay.b_kind, self.chunk_b) for wn in range_constexpr(lay.rn)]
+            for wm in range_constexpr(lay.rm):
+                for wn in range_constexpr(lay.rn):
+                    c = self.acc[wm * lay.rn + wn]
+                    fx.gemm(self.wmma, c, fb[wn], fa[wm], c)
+
+
 # ---------------------------------------------------------------------------
 # The kernel
 # ---------------------------------------------------------------------------
@@ -373,14 +604,8 @@ def gemm_kernel(
     nb: fx.Constexpr[int],
 ):
     cfg = gemm_config(kind, out, tile_m, tile_n, tile_k, waves, nb)
-    in_t = A.element_type
     out_t = C.element_type
-    eb = cfg.elem_bytes
     ob = cfg.out_bytes
-    ROW = cfg.row_bytes
-    SLOT = cfg.slot_bytes
-    KB = cfg.wmma_k * eb  # bytes of one WMMA K-step in an LDS row
-    CHUNKS = KB // 32  # 16-byte chunks per lane per fragment
     RM, RN = cfg.rm, cfg.rn
     WTM = tile_m // cfg.m_waves
     WTN = tile_n // cfg.n_waves
@@ -402,33 +627,13 @@ def gemm_kernel(
     lds = arena.base_ptr
     lds_addr = fx.Int32(fx.ptrtoint(lds))
 
-    # ---- TDM atoms: the tile at (m0, k=0) / (n0, k=0); the K step is imm_offset ----
-    gA = fx.Tensor(
-        fx.make_view(fx.add_offset(fx.get_iter(A), fx.Int64(m0) * k64), fx.make_layout((tile_m, tile_k), (tile_k, 1)))
-    )
-    gB = fx.Tensor(
-        fx.make_view(fx.add_offset(fx.get_iter(B), fx.Int64(n0) * k64), fx.make_layout((tile_n, tile_k), (tile_k, 1)))
-    )
-    # Split over all waves (each wave issues its row slice); rows padded in LDS.
-    pad = {"pad_interval": tile_k, "pad_amount": cfg.pad_bytes // eb} if const_expr(cfg.pad_bytes) else {}
-    atomA = fx.rocdl.make_tdm_atom(gA, [M - m0, K], strides=[k64, None], num_warps=waves, **pad)
-    atomB = fx.rocdl.make_tdm_atom(gB, [N - n0, K], strides=[k64, None], num_warps=waves, **pad)
-
-    lds_in = fx.recast_iter(in_t, lds)  # the arena as input elements (keeps its alignment)
-
-    def _ring_view(byte_off, rows):
-        ptr = fx.add_offset(lds_in, byte_off // eb)
-        return fx.Tensor(fx.make_view(ptr, fx.make_layout((rows, tile_k), (ROW // eb, 1))))
-
-    def _issue_stage(stage):
-        # This wave's TDM_PER_WAVE loads of k-tile `stage` into slot stage % nb.
-        slot_off = (stage % nb) * SLOT
-        k_left = K - stage * tile_k  # tile-relative K extent: the TDM zero-fills past it
-        k_byte = fx.Int64(stage) * (tile_k * eb)
-        a_dst = _ring_view(slot_off, tile_m)
-        b_dst = _ring_view(slot_off + cfg.a_bytes, tile_n)
-        fx.copy(fx.atom_set_value(atomA, "extent_1", k_left), gA, a_dst, imm_offset=k_byte)
-        fx.copy(fx.atom_set_value(atomB, "extent_1", k_left), gB, b_dst, imm_offset=k_byte)
+    # ---- the ring pipeline: TDM atoms at (m0, k=0) / (n0, k=0), fragments, WMMA ----
+    a_tile = fx.add_offset(fx.get_iter(A), fx.Int64(m0) * k64)
+    b_tile = fx.add_offset(fx.get_iter(B), fx.Int64(n0) * k64)
+    pipe = RingPipeline(cfg.ring, lds, lds_addr, a_tile, M - m0, b_tile, N - n0, K, wave, lane)
+    _issue_stage = pipe.issue_stage
+    _compute = pipe.compute
+    acc = pipe.acc
 
     # ---- async scale loads: job j (32 floats) is issued by wave j % waves ----
     def _scale_job(j):
@@ -441,37 +646,6 @@ def gemm_kernel(
             src = fx.add_offset(fx.get_iter(SB), col)
         dst = fx.add_offset(lds, cfg.scale_off + e * 4)
         fx.rocdl.global_load_async_to_lds_b32(src.llvm_ptr, dst.llvm_ptr, 0)
-
-    # ---- fragments and WMMA ----
-    wmma = fx.make_mma_atom(fx.rocdl.WMMA(WMMA_M, WMMA_N, cfg.wmma_k, in_t, fx.Float32))
-    frag_t = fx.Int32 if const_expr(kind == "fp8") else fx.BFloat16
-    frag_n = 16  # fp8: 16 x i32 (64 B); bf16: 16 x bf16 (32 B)
-    a_lane = [lds_addr + (wave_m * WTM + wm * 16 + lane16) * ROW + half * 16 for wm in range_constexpr(RM)]
-    b_lane = [
-        lds_addr + cfg.a_bytes + (wave_n * WTN + wn * 16 + lane16) * ROW + half * 16 for wn in range_constexpr(RN)
-    ]
-    acc = [fx.make_rmem_tensor(8, fx.Float32) for _ in range_constexpr(RM * RN)]
-    for t in acc:
-        t.store(Vec.filled(8, 0.0, fx.Float32))
-
-    def _frag(addr):
-        v = _concat([_lds_load_b128(addr + 32 * j) for j in range_constexpr(CHUNKS)])
-        if const_expr(kind == "bf16"):
-            v = v.bitcast(fx.BFloat16)
-        r = fx.make_rmem_tensor(frag_n, frag_t)
-        r.store(v)
-        return r
-
-    def _compute(slot):
-        base = slot * SLOT
-        for ks in range_constexpr(cfg.ksteps):
-            off = base + ks * KB
-            fa = [_frag(a_lane[wm] + off) for wm in range_constexpr(RM)]
-            fb = [_frag(b_lane[wn] + off) for wn in range_constexpr(RN)]
-            for wm in range_constexpr(RM):
-                for wn in range_constexpr(RN):
-                    c = acc[wm * RN + wn]
-                    fx.gemm(wmma, c, fb[wn], fa[wm], c)
 
     k_tiles = (K + (tile_k - 1)) // tile_k
     n_steady = fx.Int32((k_tiles > nb - 1).select(k_tiles - (nb - 1), 0))
@@ -761,6 +935,22 @@ def _out_kind(out_dtype) -> str:
     raise TypeError(f"gemm_reference: out_dtype must be bfloat16 or float32, got {out_dtype!r}")
 
 
+def wmma_accumulate(a: np.ndarray, b: np.ndarray, depth: int) -> np.ndarray:
+    """f32 accumulators of ``a @ b.T`` as the WMMA chain builds them (shared with mega_moe).
+
+    ``a`` (M, K) and ``b`` (N, K) hold exactly representable values (fp8 / bf16, any float
+    dtype); per K block of ``depth`` (the WMMA depth), ``acc = f32(acc + exact block dot
+    product)`` (products of fp8/bf16 values are exact in float64, the block sum is float64).
+    """
+    a64 = np.asarray(a).astype(np.float64)
+    b64 = np.asarray(b).astype(np.float64)
+    acc = np.zeros((a64.shape[0], b64.shape[0]), dtype=np.float32)
+    for k0 in range(0, a64.shape[1], depth):
+        block = a64[:, k0 : k0 + depth] @ b64[:, k0 : k0 + depth].T
+        acc = (acc.astype(np.float64) + block).astype(np.float32)
+    return acc
+
+
 def gemm_reference(a, b, scale_a=None, scale_b=None, out_dtype=torch.bfloat16) -> np.ndarray:
     """numpy model of ``gemm``: the same products, accumulation and rounding steps.
 
@@ -786,18 +976,12 @@ def gemm_reference(a, b, scale_a=None, scale_b=None, out_dtype=torch.bfloat16) -
     out_kind = _out_kind(out_dtype)
     if kind == "fp8" and out_kind != "bf16":
         raise ValueError("gemm_reference: the FP8 kernel writes bf16 C")
-    m, k = a.shape
+    m = a.shape[0]
     n = b.shape[0]
     f32 = np.float32
     sa = np.ones(m, f32) if scale_a is None else _as_numpy(scale_a, "scale_a").astype(f32).reshape(m)
     sb = np.ones(n, f32) if scale_b is None else _as_numpy(scale_b, "scale_b").astype(f32).reshape(n)
-    depth = _WMMA_K[kind]
-    a64 = a.astype(np.float64)
-    b64 = b.astype(np.float64)
-    acc = np.zeros((m, n), dtype=f32)
-    for k0 in range(0, k, depth):
-        block = a64[:, k0 : k0 + depth] @ b64[:, k0 : k0 + depth].T
-        acc = (acc.astype(np.float64) + block).astype(f32)
+    acc = wmma_accumulate(a, b, _WMMA_K[kind])
     y = (acc * sa[:, None]) * sb[None, :]
     return y.astype(_NP_OUT[out_kind])
 

@@ -242,3 +242,12 @@ def test_unknown_op_names_the_op_and_the_source_line():
     view = parse_module(src)
     with pytest.raises(UnsupportedOp, match=r"'rocdl.ds_swizzle' at my_kernel.py:42:8"):
         run_kernel(view, "kern", grid=(1, 1, 1), block=(64, 1, 1), args=[np.zeros(64, np.int32)])
+
+
+def test_non_finite_float_constants():
+    body = """
+      %ninf = arith.constant 0xFF800000 : f32
+      %one = arith.constant 1.0 : f32
+      %m = arith.maximumf %ninf, %one : f32
+      %r = arith.fptosi %m : f32 to i32""" + STORE_R
+    np.testing.assert_array_equal(run(body), 1)

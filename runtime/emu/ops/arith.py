@@ -79,7 +79,8 @@ def const_expr(value, rt: Type) -> str:
             v -= 1 << bits
         return f"np.{rt.dtype.name}({v})"
     if rt.kind == "float":
-        return f"{_dtype_expr(rt)}.type({float(value)!r})"
+        # float('inf') / float('nan') spell the non-finite constants too
+        return f"{_dtype_expr(rt)}.type(float({str(float(value))!r}))"
     raise TypeError(f"constant of type {rt}")
 
 

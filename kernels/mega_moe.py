@@ -131,18 +131,18 @@ from flydsl.expr import const_expr, range_constexpr  # noqa: E402
 from flydsl.expr.rocdl import tdm_ops  # noqa: E402
 from flydsl.expr.typing import Vector as Vec  # noqa: E402
 
-from ldssan.kernels.gemm import (  # noqa: E402
+from ldssan.kernels._launch import as_numpy as _np, check_can_launch, check_target  # noqa: E402
+from ldssan.kernels.ring_pipeline import (  # noqa: E402
     LDS_BYTES_MAX,
     TDM_PER_WAVE,
     RingLayout,
     RingPipeline,
-    _check_can_launch,
     _lds_load_f32,
     _lds_ptr_type,
     _min_i32,
     ring_layout,
-    wmma_accumulate,
 )
+from ldssan.kernels.gemm_reference import wmma_accumulate  # noqa: E402
 
 __all__ = [
     "ASYNC_OUTSTANDING",
@@ -713,18 +713,6 @@ def launch_combine(Y: fx.Tensor, OUT: fx.Tensor, T: fx.Int32, D: fx.Constexpr[in
 # ---------------------------------------------------------------------------
 
 
-def _check_target() -> None:
-    from flydsl.compiler.backends import get_backend
-
-    target = get_backend().target
-    if target.arch.split("-", 1)[0] != TARGET_ARCH or target.warp_size != WAVE_SIZE:
-        raise RuntimeError(
-            f"mega_moe is written for {TARGET_ARCH} (wave32), but FlyDSL targets {target.arch} "
-            f"(wave{target.warp_size}); set FLYDSL_GPU_ARCH={TARGET_ARCH} and ARCH={TARGET_ARCH} "
-            "(or unset them before importing kernels.mega_moe)"
-        )
-
-
 def _tensor(name, t, dtype, shape, device):
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"mega_moe: {name} must be a torch.Tensor, got {type(t).__name__}")
@@ -820,10 +808,10 @@ def mega_moe(
     _tensor("w2_scale", s2, torch.float32, (n_exp, d), dev)
     if out is not None:
         _tensor("out", out, torch.bfloat16, (t_, d), dev)
-    _check_target()
+    check_target("mega_moe")
     if out is None:
         out = torch.empty(t_, d, dtype=torch.bfloat16, device=dev)
-    _check_can_launch()
+    check_can_launch("mega_moe")
 
     rows = rows_max(t_, n_exp, tile_m)
     i32 = dict(dtype=torch.int32, device=dev)
@@ -854,17 +842,6 @@ def mega_moe(
 # ---------------------------------------------------------------------------
 # numpy reference
 # ---------------------------------------------------------------------------
-
-
-def _np(x) -> np.ndarray:
-    if isinstance(x, torch.Tensor):
-        x = x.detach().cpu()
-        if x.dtype == torch.float8_e4m3fn:
-            return x.view(torch.uint8).numpy().view(ml_dtypes.float8_e4m3fn)
-        if x.dtype == torch.bfloat16:
-            return x.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-        return x.numpy()
-    return np.asarray(x)
 
 
 def _np_exp2(x: np.ndarray) -> np.ndarray:

@@ -54,7 +54,6 @@ import os
 os.environ.setdefault("FLYDSL_GPU_ARCH", "gfx1250")
 os.environ.setdefault("ARCH", "gfx1250")
 
-import functools  # noqa: E402
 import math  # noqa: E402
 
 import ml_dtypes  # noqa: E402
@@ -62,6 +61,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import flydsl.compiler as flyc  # noqa: E402
+from ldssan.kernels._launch import check_can_launch, check_target  # noqa: E402
 import flydsl.expr as fx  # noqa: E402
 from flydsl.expr import const_expr, range_constexpr  # noqa: E402
 
@@ -285,65 +285,6 @@ def launch_rmsnorm(
 # ---------------------------------------------------------------------------
 
 
-def _check_target() -> None:
-    from flydsl.compiler.backends import get_backend
-
-    target = get_backend().target
-    if target.arch.split("-", 1)[0] != TARGET_ARCH or target.warp_size != WAVE_SIZE:
-        raise RuntimeError(
-            f"rmsnorm is written for {TARGET_ARCH} (wave32), but FlyDSL targets {target.arch} "
-            f"(wave{target.warp_size}); set FLYDSL_GPU_ARCH={TARGET_ARCH} and ARCH={TARGET_ARCH} "
-            "(or unset them before importing kernels.rmsnorm)"
-        )
-
-
-@functools.lru_cache(maxsize=1)
-def _device_runtime_loadable() -> bool:
-    import ctypes
-
-    from flydsl.compiler import jit_executor
-
-    try:
-        for lib in jit_executor._resolve_runtime_libs():
-            ctypes.CDLL(lib)
-    except OSError:
-        return False
-    return True
-
-
-def _launch_is_intercepted() -> bool:
-    """True if something (e.g. ldssan's virtual gfx1250) replaced FlyDSL's launch path."""
-    from flydsl._mlir import execution_engine
-    from flydsl.compiler import jit_executor, jit_function
-
-    return (
-        jit_executor.ExecutionEngine is not execution_engine.ExecutionEngine
-        or getattr(jit_executor._resolve_runtime_libs, "__module__", "") != jit_executor.__name__
-        or getattr(jit_executor.CompiledArtifact._get_func_exe, "__module__", "") != jit_executor.__name__
-        or getattr(jit_executor.CompiledArtifact._ensure_engine, "__module__", "") != jit_executor.__name__
-        or getattr(jit_function._build_call_state, "__module__", "") != jit_function.__name__
-        or getattr(jit_function._call_state_from_spec, "__module__", "") != jit_function.__name__
-    )
-
-
-def _check_can_launch() -> None:
-    """Refuse to launch when FlyDSL would abort the whole process.
-
-    Without HIP, FlyDSL's default execution engine aborts (SIGABRT) while
-    loading its runtime library. Launching is fine with a HIP runtime, with
-    COMPILE_ONLY=1, or when a launch interceptor is installed.
-    """
-    from flydsl.utils import env
-
-    if env.compile.compile_only or _launch_is_intercepted() or _device_runtime_loadable():
-        return
-    raise RuntimeError(
-        "rmsnorm: no HIP runtime (libamdhip64) and no launch interceptor is installed; "
-        "FlyDSL would abort the process. Run under ldssan's virtual gfx1250 "
-        "(e.g. FLYDSL_LDSSAN=1), on a gfx1250 GPU, or with COMPILE_ONLY=1."
-    )
-
-
 def _validate(x: torch.Tensor, gamma: torch.Tensor, eps: float, out: torch.Tensor | None) -> None:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"rmsnorm: x must be a torch.Tensor, got {type(x).__name__}")
@@ -399,13 +340,13 @@ def rmsnorm(
     returned unwritten.
     """
     _validate(x, gamma, eps, out)
-    _check_target()
+    check_target("rmsnorm")
     m, n = x.shape
     if out is None:
         out = torch.empty_like(x)
     if m == 0:
         return out
-    _check_can_launch()
+    check_can_launch("rmsnorm")
     launch_rmsnorm(x, gamma, out, m, float(eps), n)
     return out
 

@@ -97,3 +97,13 @@ def test_coverage_line_lists_sites_by_kind(kernel_tests, monkeypatch):
     res = kernel_tests.runpytest_subprocess("-p", "ldssan", "-k", "clean", "-s")
     res.assert_outcomes(passed=1)
     assert "ldssan: neighbour_0: 3 sites (barrier 1, ds_read 1, ds_write 1)" in res.stderr.str() + res.stdout.str()
+
+
+def test_expect_marker_turns_an_intended_race_into_a_pass(pytester, monkeypatch):
+    pytester.makepyfile(test_kernels=KERNELS.replace(
+        "def test_racy():", "import pytest\n\n@pytest.mark.ldssan(expect=['LDS001'])\ndef test_racy():").replace(
+        "def test_clean():", "import pytest\n\n@pytest.mark.ldssan(expect=['LDS002'])\ndef test_clean():"))
+    monkeypatch.setenv("FLYDSL_LDSSAN", "1")
+    res = pytester.runpytest_subprocess("-p", "ldssan")
+    res.assert_outcomes(passed=1, failed=1)
+    res.stdout.fnmatch_lines(["*_ test_clean _*", "ldssan: expected [[]'LDS002'[]] but the launches reported nothing"])

@@ -1,7 +1,7 @@
 """The happens-before engine: one instance checks one batch of G lockstep workgroups.
 
 The emulator calls one method per instrumented event (API below, fixed). The model is in
-MODEL.md next to this file; the per-byte state is in lds.py, the per-wave state in
+MODEL.md next to this file; the per-byte (per-granule) state is in lds.py, the per-wave state in
 waves.py, the naming of a conflicting pair in classify.py.
 
 | Name    | Storage   | Shape                | Meaning                                          |
@@ -11,8 +11,8 @@ waves.py, the naming of a conflicting pair in classify.py.
 |         |           |                      | the highest seq published by a signal <= k       |
 | _queues | engine    | W+1 deques           | calls not yet applied, per wave in program order |
 |         |           |                      | (the last one: phase-level records)              |
-| _lds    | LdsShadow | (G*B, W) slots, ...  | per-byte last writers/readers (lds.py)           |
-| _tcache | engine    | dict -> (W*C,) int64 | clock table T per (phase, wave, snapshot, is_ds) |
+| _lds    | LdsShadow | (G*B/K, W) slots, ...| per-granule last writers/readers, clock          |
+|         |           |                      | lineages per (wave, ds-or-copy) (lds.py)         |
 
 Determinism. Calls arrive in whatever order the scheduler interleaves the waves. They are
 buffered and applied to the shadow in a canonical order -- by (seg, wave, program order),
@@ -21,6 +21,9 @@ only on each wave's own event sequence. An event is applied once no wave can sti
 an event that sorts before it, and (for events after a barrier) once the barrier after its
 phase completed, so that the issuing waves' published states it is judged by are final.
 The ring therefore receives the same records in the same order under every schedule.
+Settled items are applied at barrier signals and waits, wave ends and finish(); consecutive
+ds reads of one wave in one half-phase are checked together (_apply_reads), falling back to
+one at a time when any of them has something to report.
 """
 
 from __future__ import annotations
@@ -34,15 +37,38 @@ import numpy as np
 from ..records import NO_LANE, NO_SITE, NO_WAVE, Cause, Record, Ring, Rule
 from .classify import AccessInfo, classify
 from .kinds import (
-    ASYNC, DS, N_COUNTERS, OP_ATOMIC, OP_READ, OP_WRITE, TENSOR, AccessKind, CopyKind, Counter,
+    ASYNC, COPY_COUNTERS, DS, N_COUNTERS, OP_ATOMIC, OP_READ, OP_WRITE, TENSOR, AccessKind, CopyKind, Counter,
     fence_drains,
 )
-from .lds import LaneFootprints, LdsShadow, tdm_footprint
+from .lds import LANE_PER_BYTE, Clock, LdsShadow, first_per_group as _first_per_group
 from .waves import WaveState
 
 __all__ = ["ShadowEngine", "AccessKind", "CopyKind", "Counter"]
 
 _BIG = np.iinfo(np.int64).max
+_DS_OPS = frozenset((OP_READ, OP_WRITE, OP_ATOMIC))
+_I64 = np.dtype(np.int64)
+_BOOL = np.dtype(np.bool_)
+# TDM footprints by the caller's array object: (that array, a private copy, the copy's memo
+# of granule rows per (granule, LDS size)). Emulators pass the same cached arrays for the
+# same descriptor across launches and engines; a hit is verified by content, so callers may
+# reuse and mutate their arrays freely. Bounded; holds references only to cached arrays.
+_TDM_SEEN: dict = {}
+# ds/async operands by content -> one shared payload (its memo holds the rows per granule).
+_LANES_SEEN: dict = {}
+# Both are dropped whole when the operand bytes they hold pass this (the memoized rows are
+# about as large again).
+_SEEN_MAX_BYTES = 16 << 20
+_seen_bytes = [0]
+
+
+def _seen_room(nbytes: int) -> None:
+    """Account for `nbytes` more cached operand bytes; clear the caches when full."""
+    _seen_bytes[0] += nbytes
+    if _seen_bytes[0] > _SEEN_MAX_BYTES:
+        _TDM_SEEN.clear()
+        _LANES_SEEN.clear()
+        _seen_bytes[0] = nbytes
 _U32 = 0xFFFFFFFF
 # Queue items are tuples sorted by (seg, po): an access is
 #   (seg, po, _ACCESS, site, op, copy, counter, seq, A, snapshot, payload)
@@ -81,12 +107,12 @@ class ShadowEngine:
         self.launch = int(launch)
         self.G = len(groups)
         self.n_lanes = 32 * self.G
+        self._shape = (self.n_lanes,)
         self.events_applied = 0  # accesses applied to the shadow (statistics)
         self.forced_drains = 0  # times PENDING_CAP forced arrival-order application
         self._serials = itertools.count(1)
         self._waves = [WaveState(w, self._serials) for w in range(self.n_waves)]
         self._lds = LdsShadow(self.G, max(self.lds_bytes, 1), self.n_waves)
-        self._lane_footprint = LaneFootprints(self.G)
         self._zero = np.zeros((self.n_waves, N_COUNTERS), np.int64)
         self._acc: list[np.ndarray] = []
         self._queues: list[deque] = [deque() for _ in range(self.n_waves + 1)]
@@ -99,7 +125,6 @@ class ShadowEngine:
         # write (RAW). Decided at finish: write event -> [(WAR record, RAW record)].
         self._ambiguous: dict[int, list] = {}
         self._consumed: set[int] = set()
-        self._tcache: dict = {}
         self._barrier_pairs: set = set()
         self._finished = False
 
@@ -107,21 +132,35 @@ class ShadowEngine:
 
     def ds(self, wave, site, addr, nbytes, kind, mask) -> None:
         """Before a ds load/store/atomic: `addr` = LDS byte offset per lane; `mask` = active."""
-        w = self._wave(wave)
+        # the most frequent call: _wave and _enqueue_access inlined
+        if self._finished:
+            raise RuntimeError("ldssan: shadow engine used after finish()")
+        try:
+            w = self._waves[wave]
+        except (IndexError, TypeError):
+            raise ValueError(f"ldssan: wave {wave!r} out of range 0..{self.n_waves - 1}") from None
+        if not w.live:
+            raise RuntimeError(f"ldssan: event for wave {wave} after its wave_end")
         op = int(kind)
-        if op not in (OP_READ, OP_WRITE, OP_ATOMIC):
+        if op not in _DS_OPS:
             raise ValueError(f"ldssan: bad ds access kind {kind!r}")
-        pay = ("lanes", self._lanes(addr, np.int64, "addr"), self._lanes(mask, np.bool_, "mask"),
-               _nbytes(nbytes))
-        self._enqueue_access(w, site, op, False, DS, pay)
+        pay = self._lane_payload(addr, mask, nbytes)
+        seqs = w.seq
+        seq = seqs[DS] = seqs[DS] + 1
+        po = w.po = w.po + 1
+        nwait = w.nwait
+        self._queues[w.index].append(
+            (2 * nwait + (w.nsig > nwait), po, _ACCESS, int(site), op, False, DS, seq, nwait,
+             w._snap or w.snapshot(), pay))
+        self._pending += 1
+        if self._pending > self.PENDING_CAP:
+            self._over_cap()
 
     def dma(self, wave, site, addr, nbytes, kind, mask) -> None:
         """An async global<->LDS copy issue (ASYNCcnt), per lane like `ds`."""
         w = self._wave(wave)
         op = _copy_op(kind)
-        pay = ("lanes", self._lanes(addr, np.int64, "addr"), self._lanes(mask, np.bool_, "mask"),
-               _nbytes(nbytes))
-        self._enqueue_access(w, site, op, True, ASYNC, pay)
+        self._enqueue_access(w, site, op, True, ASYNC, self._lane_payload(addr, mask, nbytes))
 
     def tdm(self, wave, site, offsets, kind) -> None:
         """A TDM op issue (TENSORcnt); `offsets` = the LDS bytes of its footprint per group:
@@ -130,26 +169,60 @@ class ShadowEngine:
         w = self._wave(wave)
         op = _copy_op(kind)
         if isinstance(offsets, np.ndarray) and offsets.ndim == 2:
-            per_group = [np.array(row, np.int64) for row in offsets]
+            rows = list(offsets)
         elif isinstance(offsets, np.ndarray) and offsets.ndim == 1 and self.G == 1:
-            per_group = [np.array(offsets, np.int64)]
+            rows = [offsets]
         else:
-            per_group = [np.array(o, np.int64).ravel() for o in offsets]
-        if len(per_group) != self.G:
-            raise ValueError(f"ldssan: tdm footprint has {len(per_group)} groups, batch has {self.G}")
-        self._enqueue_access(w, site, op, True, TENSOR, ("offsets", per_group))
+            rows = list(offsets)
+        if len(rows) != self.G:
+            raise ValueError(f"ldssan: tdm footprint has {len(rows)} groups, batch has {self.G}")
+        # one private copy per distinct caller array (the groups of a batch usually share
+        # one descriptor, and kernels reissue the same few); a hit is verified by content.
+        # Each copy carries a memo of its granule rows (footprints are immutable).
+        seen = _TDM_SEEN
+        per_group, memos = [], []
+        prev_o = hit = None
+        for o in rows:
+            if o is not prev_o:  # groups sharing one array: one lookup
+                prev_o = o
+                hit = seen.get(id(o))
+                if hit is None or hit[0] is not o or not _same_offsets(hit[2], o):
+                    mine = np.array(o, np.int64).ravel()
+                    _seen_room(2 * mine.nbytes)
+                    hit = seen[id(o)] = (o, mine, mine.tobytes(), {})
+            per_group.append(hit[1])
+            memos.append(hit[3])
+        self._enqueue_access(w, site, op, True, TENSOR, ("offsets", per_group, memos))
 
     # == waits, marks, fences ====================================================================
 
     def wait(self, wave, site, counter, n) -> None:
         """After `s_wait_<counter>cnt n`: all but the newest n ops of the counter complete."""
-        w = self._wave(wave)
+        if self._finished:
+            raise RuntimeError("ldssan: shadow engine used after finish()")
+        try:
+            w = self._waves[wave]
+        except (IndexError, TypeError):
+            raise ValueError(f"ldssan: wave {wave!r} out of range 0..{self.n_waves - 1}") from None
+        if not w.live:
+            raise RuntimeError(f"ldssan: event for wave {wave} after its wave_end")
         c = int(counter)
         if not 0 <= c < N_COUNTERS:
             raise ValueError(f"ldssan: bad counter {counter!r}")
+        n = int(n)
+        if n < 0:
+            raise ValueError(f"ldssan: wait count must be >= 0, got {n}")
         w.po += 1
-        w.wait(c, _count(n))
-        self._drain()
+        if c in COPY_COUNTERS:
+            w.wait(c, n)
+        else:  # WaveState.wait, inlined (the compiler's ds-use waits are frequent)
+            seq = w.seq[c]
+            done = w.done
+            if seq - n > done[c]:
+                done[c] = seq - n
+            w.lastwait[c] = seq
+            w.lw_mark[c] = False
+            w._snap = None
 
     def asyncmark(self, wave, site) -> None:
         w = self._wave(wave)
@@ -160,7 +233,6 @@ class ShadowEngine:
         w = self._wave(wave)
         w.po += 1
         w.wait_asyncmark(_count(n), int(site))
-        self._drain()
 
     def fence(self, wave, site, ordering: str, scope: str) -> None:
         """`llvm.fence`: a non-one-as fence at workgroup scope or wider waits ds/load/store 0
@@ -249,7 +321,6 @@ class ShadowEngine:
         self._ambiguous.clear()
         self._finished = True
         self._lds = None
-        self._tcache.clear()
 
     # == internals: intake =======================================================================
 
@@ -264,6 +335,31 @@ class ShadowEngine:
             raise RuntimeError(f"ldssan: event for wave {wave} after its wave_end")
         return w
 
+    def _lane_payload(self, addr, mask, nbytes) -> tuple:
+        """("lanes", addr, mask, nbytes, memo): private copies, shared by every access with the
+        same operands (kernels reissue the same few address patterns; LdsShadow memoizes the
+        rows per payload)."""
+        nbytes = int(nbytes)
+        if nbytes <= 0:
+            raise ValueError(f"ldssan: access size must be positive, got {nbytes!r}")
+        shape = self._shape
+        a = m = None
+        if type(addr) is np.ndarray and addr.shape == shape and (addr.dtype is _I64 or addr.dtype == _I64):
+            a = addr
+        if type(mask) is np.ndarray and mask.shape == shape and (mask.dtype is _BOOL or mask.dtype == _BOOL):
+            m = mask
+        if a is None:
+            a = self._lanes(addr, np.int64, "addr")
+        if m is None:
+            m = self._lanes(mask, np.bool_, "mask")
+        key = (a.tobytes(), m.tobytes(), nbytes)
+        pay = _LANES_SEEN.get(key)
+        if pay is None:
+            _seen_room(a.nbytes + m.nbytes)
+            pay = _LANES_SEEN[key] = ("lanes", a.copy() if a is addr else a, m.copy() if m is mask else m,
+                                      nbytes, {})
+        return pay
+
     def _lanes(self, arr, dtype, what):
         out = np.array(arr, dtype=dtype)
         if out.ndim == 0:  # a wave-uniform operand
@@ -273,19 +369,25 @@ class ShadowEngine:
         return out
 
     def _enqueue_access(self, w: WaveState, site, op, copy, ctr, pay) -> None:
-        seq = w.issue(ctr)  # EXEC=0 still takes a counter slot
+        seqs = w.seq
+        seq = seqs[ctr] = seqs[ctr] + 1  # EXEC=0 still takes a counter slot
         site = int(site)
-        w.po += 1
+        po = w.po = w.po + 1
         if copy:
             w.copies.append((ctr, seq, site, pay))
+        nwait = w.nwait
         self._queues[w.index].append(
-            (w.seg, w.po, _ACCESS, site, op, copy, ctr, seq, w.nwait, w.snapshot(), pay))
+            (2 * nwait + (w.nsig > nwait), po, _ACCESS, site, op, copy, ctr, seq, nwait,
+             w._snap or w.snapshot(), pay))
         self._pending += 1
         if self._pending > self.PENDING_CAP:
-            self._drain()
-            if self._pending > self.PENDING_CAP:
-                self.forced_drains += 1
-                self._drain(force=True)
+            self._over_cap()
+
+    def _over_cap(self) -> None:
+        self._drain()
+        if self._pending > self.PENDING_CAP:
+            self.forced_drains += 1
+            self._drain(force=True)
 
     def _enqueue_records(self, w: WaveState, seg: int, recs: list) -> None:
         self._queues[w.index].append((seg, w.po, _RECORDS, recs))
@@ -300,8 +402,13 @@ class ShadowEngine:
         """Complete every phase all live waves have signalled (exited waves dropped out)."""
         while True:
             k = len(self._acc)
-            live = [w for w in self._waves if w.live]
-            if not live or any(w.nsig <= k for w in live):
+            any_live = False
+            for w in self._waves:
+                if w.live:
+                    if w.nsig <= k:
+                        return
+                    any_live = True
+            if not any_live:
                 return
             acc = (self._acc[k - 1] if k else self._zero).copy()
             signalled = []
@@ -340,14 +447,33 @@ class ShadowEngine:
             if not (final or force) and not self._settled(best_seg, best):
                 return
             q = queues[best]
+            # judgeable: an access after phase A-1 is judged by the issuers' states at their
+            # next signal (phase A), so phase A must be complete -- unless nothing can be
+            # cross-phase (one wave)
+            free = final or force or self.n_waves == 1
+            n_acc = len(self._acc)
             while q and q[0][0] == best_seg:
                 item = q[0]
                 if item[_I_TAG] == _ACCESS:
-                    if not (final or force or self._judgeable(item[_I_A])):
+                    A = item[_I_A]
+                    if not (A == 0 or A < n_acc or free):
                         return
                     q.popleft()
                     self._pending -= 1
-                    self._apply(item, best)
+                    if item[4] == OP_READ and not item[5] and q:
+                        run = [item]  # consecutive ds reads: one check for all (_apply_reads)
+                        while q:
+                            nxt = q[0]
+                            if nxt[0] != best_seg or nxt[2] != _ACCESS or nxt[4] != OP_READ or nxt[5]:
+                                break
+                            run.append(q.popleft())
+                        if len(run) > 1:
+                            self._pending -= len(run) - 1
+                            self._apply_reads(run, best)
+                        else:
+                            self._apply(item, best)
+                    else:
+                        self._apply(item, best)
                 else:
                     q.popleft()
                     for rec in item[3]:
@@ -358,52 +484,128 @@ class ShadowEngine:
         for x, w in enumerate(self._waves):
             if x == wave or not w.live:
                 continue
-            s = w.seg
+            nw = w.nwait
+            s = 2 * nw + (w.nsig > nw)  # WaveState.seg
             if s <= seg if x < wave else s < seg:
                 return False
         return True
 
-    def _judgeable(self, A: int) -> bool:
-        """An access after barrier phase A-1 is judged by the issuers' states at their next
-        signal (phase A), so phase A must be complete -- unless nothing can be cross-phase."""
-        return A == 0 or A < len(self._acc) or self.n_waves == 1
+    def _clock(self, A: int, wave: int, snap, is_ds: bool):
+        """The clock lineage of `wave`'s ds (or copy) accesses, moved on to this access.
 
-    def _clock(self, A: int, wave: int, snap, is_ds: bool) -> np.ndarray:
-        key = (A, wave, snap.serial, is_ds)
-        T = self._tcache.get(key)
-        if T is None:
-            if len(self._tcache) > 1024:
-                self._tcache.clear()
-            M = (self._acc[A - 1] if A else self._zero).copy()
-            M[wave] = snap.done
-            if is_ds:
-                M[wave, DS] = _BIG  # ds after ds in one wave: the LDS queue is in order
-            T = self._tcache[key] = M.ravel()
-        return T
+        T depends on the phases acquired, and of the wave's own completion state only on
+        the counters that can hold LDS events (DS -- +inf for a ds access -- ASYNC, TENSOR)."""
+        lds = self._lds
+        c = lds.lineages[2 * wave + is_ds]
+        if c is None:
+            c = lds.lineages[2 * wave + is_ds] = Clock()
+        if c.snap is not snap or c.A != A:
+            done = snap.done
+            key = (A, -1 if is_ds else done[DS], done[ASYNC], done[TENSOR])
+            if c.key != key:
+                lds.retime(c, key, self._table(A, wave, done, is_ds))
+            c.snap, c.A = snap, A
+        if len(c.bad) <= lds.events.n:
+            lds._grow(c, 2 * lds.events.n + 64)
+        return c
 
-    def _apply(self, item, wave: int) -> None:
+    def _table(self, A: int, wave: int, done, is_ds: bool) -> np.ndarray:
+        M = (self._acc[A - 1] if A else self._zero).copy()
+        M[wave] = done
+        if is_ds:
+            M[wave, DS] = _BIG  # ds after ds in one wave: the LDS queue is in order
+        return M.ravel()
+
+    def _apply_reads(self, items: list, wave: int) -> None:
+        """Consecutive ds reads of one wave in one half-phase, in program order.
+
+        Reads do not change what reads check (write slots, last_w), so a run whose members
+        share the clock table is checked with one gather; only if it is clean throughout (no
+        conflict, no never-written byte) are its events recorded at once, in order (a later
+        read's slot entries win, as they would one by one). Otherwise, or when a member
+        needs the per-byte path or the same-phase bookkeeping of MODEL §6a is active, the
+        reads are applied one by one -- the check has changed nothing yet.
+        """
+        lds = self._lds
+        fpkey = lds.fpkey
+        fps = []
+        for it in items:  # LdsShadow.footprint, memo hit inlined (ds reads: lane payloads)
+            pay = it[10]
+            fp = pay[4].get(fpkey, False)
+            fps.append(lds.footprint(pay) if fp is False else fp)
+        if lds.fpkey is not fpkey or self._ambiguous:  # refined while mapping: one by one
+            for it in items:
+                self._apply(it, wave)
+            return
+        n = len(items)
+        i = 0
+        while i < n:
+            it, fp = items[i], fps[i]
+            if fp is None or not fp.group_ok or self._ambiguous:
+                self._apply(it, wave, fp)
+                i += 1
+                continue
+            A, snap = it[_I_A], it[9]
+            d = snap.done
+            a_done, t_done = d[ASYNC], d[TENSOR]
+            j = i + 1
+            while j < n:
+                fj, nxt = fps[j], items[j]
+                if fj is None or not fj.group_ok or nxt[_I_A] != A:
+                    break
+                s2 = nxt[9]
+                if s2 is not snap:
+                    d = s2.done
+                    if d[ASYNC] != a_done or d[TENSOR] != t_done:
+                        break
+                j += 1
+            if j - i == 1:
+                self._apply(it, wave, fp)
+                i = j
+                continue
+            group = lds.read_group(fps[i:j])
+            clk = self._clock(A, wave, snap, True)
+            last = lds.check_reads(group, clk)
+            if last is None:
+                for m in range(i, j):
+                    self._apply(items[m], wave, fps[m])
+            else:
+                wc0 = wave * N_COUNTERS
+                tix = clk.tix
+                # EventTable rows: (seq, wc, op, tix, copy, site, A, seg)
+                eid0 = lds.events.extend([(it_[7], wc0 + it_[6], it_[4], tix, it_[5], it_[3], it_[8], it_[0])
+                                          for it_ in items[i:j]])
+                for m in group.per_byte:
+                    lds.register_per_byte(eid0 + m, items[i + m][10])
+                lds.store_reads(eid0, wave, group, last)
+                self.events_applied += j - i
+            i = j
+
+    def _apply(self, item, wave: int, fp=None) -> None:
         seg, _po, _tag, site, op, copy, ctr, seq, A, snap, pay = item
-        grp, byte, lane = self._footprint(pay)
-        if byte.size == 0:
+        lds = self._lds
+        if fp is None:
+            fp = lds.footprint(pay)
+        if fp is None:
             return
         self.events_applied += 1
         recs = []
-        # negative offsets wrap to huge under the uint64 view
-        if int(byte.view(np.uint64).max()) >= self.lds_bytes:
-            oob = byte.view(np.uint64) >= self.lds_bytes
-            for i in _first_per_group(np.flatnonzero(oob), grp, self.G):
-                recs.append(self._record(Rule.OOB, Cause.NONE, site, NO_SITE, int(byte[i]), wave,
-                                         NO_WAVE, int(lane[i]), NO_LANE, grp[i]))
-            keep = ~oob
-            grp, byte, lane = grp[keep], byte[keep], lane[keep]
-        if byte.size:
-            gb = byte if self.G == 1 else grp * self.lds_bytes + byte
-            lds = self._lds
-            eid = lds.events.append(seq, wave * N_COUNTERS + ctr, op, copy, site, A, seg)
-            conf, uninit = lds.apply(eid, wave, op, gb, lane, self._clock(A, wave, snap, not copy))
-            if self._ambiguous and op == OP_READ and lds.ordered_writes is not None:
-                self._consumed.update(int(e) for e in np.unique(lds.ordered_writes) if int(e) in self._ambiguous)
+        if fp.oob is not None:  # negative offsets count as huge (u32 wrap)
+            for g, b, ln in fp.oob:
+                recs.append(self._record(Rule.OOB, Cause.NONE, site, NO_SITE, b, wave, NO_WAVE, ln, NO_LANE, g))
+        if fp.rows.size:
+            clk = self._clock(A, wave, snap, not copy)
+            eid = lds.events.append(seq, wave * N_COUNTERS + ctr, op, copy, site, A, seg, clk.tix)
+            if isinstance(fp.lanes, int) and fp.lanes == LANE_PER_BYTE:
+                lds.register_per_byte(eid, pay)
+            conf, uninit = lds.apply(eid, wave, op, fp, clk)
+            if self._ambiguous and op == OP_READ:
+                last = lds.read_last
+                ordered = (last != 0) & lds.events.ordered(last, clk.T)
+                if ordered.any():
+                    self._consumed.update(int(e) for e in np.unique(last[ordered]) if int(e) in self._ambiguous)
             if uninit is not None:
+                grp, byte, lane = fp.rep()
                 self._uninit[eid] = [
                     self._record(Rule.UNINIT_READ, Cause.NONE, site, NO_SITE, int(byte[i]), wave, NO_WAVE,
                                  int(lane[i]), NO_LANE, grp[i])
@@ -413,33 +615,36 @@ class ShadowEngine:
                     for prior in np.unique(conf.prior).tolist():
                         self._uninit.pop(int(prior), None)
                 cur = AccessInfo(wave, site, op, copy, ctr, seq, A, seg)
-                recs += self._conflict_records(cur, snap, conf, grp, byte, lane, eid)
+                recs += self._conflict_records(cur, snap, conf, fp.rep(), eid)
         for rec in recs:
             self.ring.push(rec)
 
-    def _conflict_records(self, cur: AccessInfo, snap, conf, grp, byte, lane, eid: int) -> list:
+    def _conflict_records(self, cur: AccessInfo, snap, conf, rep, eid: int) -> list:
         """One record per (group, rule, cause, site, other_site), at its first byte/lane."""
+        grp, byte, lane = rep
         g = grp[conf.row] if self.G > 1 else np.zeros(conf.row.size, np.int64)
         key = (g << 32) | conf.prior.astype(np.int64)
         _uniq, first = np.unique(key, return_index=True)
         first = first[np.argsort(conf.pos[first], kind="stable")]
-        events = self._lds.events
+        lds = self._lds
+        events = lds.events
         out: dict = {}
         for i in first.tolist():
-            p = events.info(int(conf.prior[i]))
+            prior = int(conf.prior[i])
+            p = events.info(prior)
             r = int(conf.row[i])
+            mine = (cur.site, cur.wave, int(lane[r]))
+            theirs = (p.site, p.wave, lds.lane_at(prior, int(conf.prior_lane[i]), int(grp[r]), int(byte[r])))
             if conf.served[i] and _same_phase_read_write(p, cur):
-                war = self._pair_record(classify(p, cur, snap, self._waves, served=True), p, cur, conf, i, r,
-                                        g, byte, lane)
-                raw = self._pair_record(classify(p, cur, snap, self._waves), p, cur, conf, i, r, g, byte, lane)
-                writer = int(conf.prior[i]) if p.op != OP_READ else eid
+                war = self._pair_record(classify(p, cur, snap, self._waves, served=True), mine, theirs,
+                                        int(byte[r]), g[i])
+                raw = self._pair_record(classify(p, cur, snap, self._waves), mine, theirs, int(byte[r]), g[i])
+                writer = prior if p.op != OP_READ else eid
                 pairs = self._ambiguous.setdefault(writer, [])
                 if (war, raw) not in pairs:
                     pairs.append((war, raw))
                 continue
             v = classify(p, cur, snap, self._waves)
-            mine = (cur.site, cur.wave, int(lane[r]))
-            theirs = (p.site, p.wave, int(conf.prior_lane[i]))
             if v.flip:
                 mine, theirs = theirs, mine
             k = (int(g[i]), v.rule, v.cause, mine[0], theirs[0])
@@ -448,13 +653,11 @@ class ShadowEngine:
                                       mine[2], theirs[2], g[i], v.extra)
         return list(out.values())
 
-    def _pair_record(self, v, p, cur, conf, i, r, g, byte, lane) -> Record:
-        mine = (cur.site, cur.wave, int(lane[r]))
-        theirs = (p.site, p.wave, int(conf.prior_lane[i]))
+    def _pair_record(self, v, mine, theirs, byte, g) -> Record:
         if v.flip:
             mine, theirs = theirs, mine
-        return self._record(v.rule, v.cause, mine[0], theirs[0], int(byte[r]), mine[1], theirs[1],
-                            mine[2], theirs[2], g[i], v.extra)
+        return self._record(v.rule, v.cause, mine[0], theirs[0], byte, mine[1], theirs[1],
+                            mine[2], theirs[2], g, v.extra)
 
     def _record(self, rule, cause, site, other_site, offset, wave, other_wave, lane, other_lane, g,
                 extra=0) -> Record:
@@ -473,7 +676,7 @@ class ShadowEngine:
                 cause, other = Cause.ASYNCMARK_UNMARKED, w.am_site
             else:
                 cause, other = Cause.WAVE_END, end_site
-            grp, byte, lane = self._footprint(pay)
+            grp, byte, lane = self._lds.byte_footprint(pay)
             inside = np.flatnonzero(byte.view(np.uint64) < self.lds_bytes)
             for i in _first_per_group(inside, grp, self.G):
                 k = (int(grp[i]), cause, site, other)
@@ -481,11 +684,6 @@ class ShadowEngine:
                     out[k] = self._record(Rule.DMA_NEVER_WAITED, cause, site, other, int(byte[i]), w.index,
                                           w.index, int(lane[i]), NO_LANE, grp[i])
         return list(out.values())
-
-    def _footprint(self, pay):
-        if pay[0] == "lanes":
-            return self._lane_footprint(pay[1], pay[2], pay[3])
-        return tdm_footprint(pay[1])
 
 
 # == helpers ===================================================================================
@@ -495,14 +693,11 @@ def _same_phase_read_write(p: AccessInfo, a: AccessInfo) -> bool:
     return p.wave != a.wave and p.seg == a.seg and (p.op == OP_READ) != (a.op == OP_READ)
 
 
-def _first_per_group(idx: np.ndarray, grp: np.ndarray, G: int) -> list:
-    """The first of the indices `idx` (ascending) in each group."""
-    if idx.size == 0:
-        return []
-    if G == 1:
-        return [int(idx[0])]
-    _g, first = np.unique(grp[idx], return_index=True)
-    return [int(i) for i in idx[np.sort(first)]]
+def _same_offsets(mine_bytes: bytes, o) -> bool:
+    """The caller's array `o` still holds the offsets we copied (as int64 bytes)."""
+    if type(o) is np.ndarray and o.dtype is _I64:
+        return o.tobytes() == mine_bytes
+    return np.asarray(o, np.int64).tobytes() == mine_bytes
 
 
 def _copy_op(kind) -> int:
@@ -512,13 +707,6 @@ def _copy_op(kind) -> int:
     if k == CopyKind.FROM_LDS:
         return OP_READ
     raise ValueError(f"ldssan: bad copy kind {kind!r}")
-
-
-def _nbytes(nbytes) -> int:
-    n = int(nbytes)
-    if n <= 0:
-        raise ValueError(f"ldssan: access size must be positive, got {nbytes!r}")
-    return n
 
 
 def _count(n) -> int:

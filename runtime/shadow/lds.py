@@ -1,29 +1,67 @@
-"""Per-byte shadow of the batch's LDS, and the event table its slots point into.
+"""Per-granule shadow of the batch's LDS, the event table its slots point into, and the
+per-wave clock lineages that decide "happens before" for the slot entries.
 
 Dimension letters: G workgroups in the batch, B LDS bytes per workgroup, W waves,
-C counters, E processed access events. Byte b of group g is row `g*B + b`.
+C counters, E processed access events, K granule bytes (a power of two <= 16 dividing B),
+R = G*B/K shadow rows. Granule j of group g is row `g*B/K + j` (bytes j*K .. j*K+K-1).
 
-| Name         | Storage    | Shape    | Meaning                                                 |
-|--------------|------------|----------|---------------------------------------------------------|
-| wslot        | LdsShadow  | (G*B, W) | int32 event of wave w's last write/atomic of the byte   |
-|              |            |          | that is still unordered with a later access; 0 = none   |
-| rslot        | LdsShadow  | (G*B, W) | int32 event of wave w's last read, same rule; 0 = none  |
-| wlane, rlane | LdsShadow  | (G*B, W) | uint8 lane of that event (255 = wave-level TDM op)      |
-| init         | LdsShadow  | (G*B,)   | bool: some write of this workgroup covered the byte     |
-| seq          | EventTable | (E,)     | int64 sequence number of the event on its counter       |
-| wc           | EventTable | (E,)     | int32 wave*C + counter: the column of the clock table T |
-| op, copy     | EventTable | (E,)     | OP_READ / OP_WRITE / OP_ATOMIC; async/TDM copy?         |
-| site, A, seg | EventTable | (E,)     | site id, phases acquired, half-phase position at issue  |
+| Name (MODEL) | Storage       | Shape    | Meaning                                              |
+|--------------|---------------|----------|------------------------------------------------------|
+| wslot        | LdsShadow.wl  | (R, W)   | event of wave w's last write/atomic of the bytes     |
+|              |               |          | that is still unordered with a later access; 0 = none|
+| rslot        | LdsShadow.rs  | (R, W)   | event of wave w's last read, same rule; 0 = none     |
+| last_w       | .lastw        | (R,)     | the latest write/atomic of the bytes (0: never       |
+|              |               |          | written); always also its wave's write slot          |
+| prev_w       | .prev         | (R,)     | the write `last_w` superseded                        |
+| (multi)      | .multi        | (R,)     | bool: more than one write slot is live (else only    |
+|              |               |          | last_w's is, and a read checks just last_w)          |
+| wlane, rlane | .lanes        | (R, 2W)  | uint8 lane of that event (255 = wave-level TDM op;   |
+|              |               |          | 254 = differs inside the granule: see `lane_at`)     |
+| (rlast)      | .rlast        | (R, W)   | `last_w` when that read was applied (MODEL §6a)      |
+| seq, wc      | EventTable    | (E,)     | int64 sequence number on its counter; int32          |
+|              |               |          | wave*C + counter: the column of the clock table T    |
+| op, tix,     | EventTable    | (E,)     | OP_READ/OP_WRITE/OP_ATOMIC; index of the event's own |
+| copy, site,  |               |          | clock table in `clocks`; async/TDM copy?; site id;   |
+| A, seg       |               |          | phases acquired; half-phase position at issue        |
 
-Event 0 is a sentinel ("no access") with seq -1, so an empty slot is always ordered and
-the hot path needs no validity mask. An access `a` checks a prior event `p` with one
-gather from the clock table T of `a` (shape (W, C), flattened):
+Event ids are intp (no conversion when gathering into the clock bitmaps) unless the shadow
+is large, then int32.
+
+Granules. Every byte of a granule has the same state as long as every access so far
+covered whole granules (its in-bounds footprint is a union of granules). An access that
+does not is handled by *refining* the whole shadow to the largest granule it does cover
+(np.repeat of every row array): the state stays exactly the per-byte state, K only
+shrinks, and K = 1 is the per-byte shadow. The common case -- ds accesses whose lanes are
+K-aligned multiples of K bytes, TDM tiles of K-aligned K-byte runs -- maps straight to rows
+(`_lane_rows_fast`, `_tdm_granules`) without building the per-byte footprint; anything
+else (partial coverage, out-of-bounds bytes) goes through the per-byte footprint. The rows
+of an access are its granules in the order of their first byte in the per-byte footprint,
+so "first conflicting byte/lane" and "first never-written byte" are the same as per byte:
+`Footprint.rep()` gives that first byte (and its lane, group) per row. Footprints are
+memoized with their payloads (engine.py keeps one payload per distinct operand content).
+
+`init` of MODEL.md §1 is `last_w != 0` (both are set by every write and nothing else).
+
+Event 0 is a sentinel ("no access") with seq -1, so an empty slot is always ordered. An
+access `a` checks a prior event `p` with its clock table T (shape (W, C), flattened):
 
     p happens-before a   <=>   seq[p] <= T[wc[p]]
 
 where T's row for another wave v is what `a`'s wave acquired from v through barriers (v's
 completed ops at its signals), and its own row is its own completion state at `a` (+inf
 for DS when `a` is itself a ds op: one wave's LDS queue is in order).
+
+Clock lineages. The accesses of one wave of one kind (ds op / copy) are applied in program
+order, and along that sequence T only grows (phases acquired and completion only grow). So
+once a prior event is ordered before one of them it is ordered before every later one.
+A `Clock` per (wave, kind) keeps `bad[e]` = "event e is not ordered before the current T"
+for the events it has evaluated (e < L; events >= L read as True = "unknown") and the list
+of bad ones; when T grows only that list (and the events appended since) is re-evaluated.
+The hot path is then one gather `bad.take(slots)`: all zero means every entry is ordered;
+otherwise the lineage catches up to the newest events and looks again, and only real
+conflicts reach the slow path (the per-entry logic of the per-byte engine, unchanged).
+Reads of one wave that share a clock table can be checked as one group
+(`read_group`/`check_reads`/`store_reads`): reads do not change what reads check.
 """
 
 from __future__ import annotations
@@ -34,179 +72,653 @@ from ..records import NO_LANE
 from .kinds import N_COUNTERS, OP_ATOMIC, OP_READ
 from .classify import AccessInfo
 
+#: wlane/rlane value: the event's lanes differ inside the granule; `lane_at` recomputes it
+LANE_PER_BYTE = 254
+#: log2 of the coarsest granule (16 bytes: the widest per-lane ds access, b128)
+MAX_GRANULE_LOG2 = 4
+#: rows the memoized read groups may hold before they are dropped
+_GROUP_ROWS_MAX = 1 << 20
+_READ_GROUPS: dict = {}  # tuple of Footprints -> ReadGroup
+_read_group_rows = [0]
+#: slot entries up to which event ids are stored as intp rather than int32 (speed vs memory)
+_INTP_SLOTS_MAX = 1 << 20
+
+_U64 = np.uint64
+try:  # the C function: np.count_nonzero's Python wrapper costs 2x on small arrays
+    from numpy._core.multiarray import count_nonzero as _cnz
+except ImportError:  # pragma: no cover - other numpy layouts
+    _cnz = np.count_nonzero
+_EMPTY_I = np.zeros(0, np.int64)
+_EMPTY_L = np.zeros(0, np.uint8)
+
 
 class EventTable:
-    """Columns of every processed access event; row 0 is the sentinel."""
+    """Every processed access event; row 0 is the sentinel.
 
-    _COLUMNS = (("seq", np.int64), ("wc", np.int32), ("op", np.int8), ("copy", np.bool_),
-                ("site", np.int64), ("A", np.int32), ("seg", np.int32))
+    `seq` and `wc` (what the clock check reads) are numpy columns kept up to date. The
+    other columns are filled in by `sync()` -- on the slow paths, and every
+    `_SYNC_EVERY` events to bound memory; until then an event is a tuple
+    (seq, wc, op, tix, copy, site, A, seg) in `_recent`.
+    """
+
+    _COLUMNS = (("seq", np.int64), ("wc", np.int32), ("op", np.int8), ("tix", np.int32),
+                ("copy", np.bool_), ("site", np.int64), ("A", np.int32), ("seg", np.int32))
+    _SYNC_EVERY = 4096
 
     def __init__(self, capacity: int = 1024):
         self.n = 1
         for name, dtype in self._COLUMNS:
             setattr(self, name, np.zeros(capacity, dtype))
         self.seq[0] = -1
+        self._synced = 1  # events below are in the numpy columns; the rest in _recent
+        self._recent: list[tuple] = []
+        self.clocks: list[np.ndarray] = []  # clock tables, indexed by `tix`
+        self._clock_stack = None
 
     def __len__(self) -> int:
         return self.n - 1
 
-    def append(self, seq, wc, op, copy, site, A, seg) -> int:
+    def _grow(self, need: int) -> None:
+        cap = max(2 * len(self.seq), need)
+        for name, _dtype in self._COLUMNS:
+            col = getattr(self, name)
+            grown = np.zeros(cap, col.dtype)
+            grown[: self.n] = col[: self.n]
+            setattr(self, name, grown)
+
+    def append(self, seq, wc, op, copy, site, A, seg, tix) -> int:
         i = self.n
         if i == len(self.seq):
-            for name, _dtype in self._COLUMNS:
-                col = getattr(self, name)
-                grown = np.zeros(2 * len(col), col.dtype)
-                grown[: len(col)] = col
-                setattr(self, name, grown)
+            self._grow(i + 1)
         self.seq[i] = seq
         self.wc[i] = wc
-        self.op[i] = op
-        self.copy[i] = copy
-        self.site[i] = site
-        self.A[i] = A
-        self.seg[i] = seg
+        self._recent.append((seq, wc, op, tix, copy, site, A, seg))
         self.n = i + 1
+        if len(self._recent) >= self._SYNC_EVERY:
+            self.sync()
         return i
 
+    def extend(self, rows: list) -> int:
+        """Append several events (tuples as in `_recent`); returns the first one's id."""
+        i, m = self.n, len(rows)
+        if i + m > len(self.seq):
+            self._grow(i + m)
+        self.seq[i:i + m] = [r[0] for r in rows]
+        self.wc[i:i + m] = [r[1] for r in rows]
+        self._recent.extend(rows)
+        self.n = i + m
+        if len(self._recent) >= self._SYNC_EVERY:
+            self.sync()
+        return i
+
+    def sync(self) -> None:
+        """Move the recent events into the numpy columns."""
+        n0, n = self._synced, self.n
+        if n0 == n:
+            return
+        new = self._recent
+        for j, (name, _dtype) in enumerate(self._COLUMNS[2:], start=2):
+            getattr(self, name)[n0:n] = [r[j] for r in new]
+        self._recent = []
+        self._synced = n
+
     def info(self, eid: int) -> AccessInfo:
-        wc = int(self.wc[eid])
-        return AccessInfo(
-            wave=wc // N_COUNTERS, site=int(self.site[eid]), op=int(self.op[eid]),
-            copy=bool(self.copy[eid]), ctr=wc % N_COUNTERS, seq=int(self.seq[eid]),
-            A=int(self.A[eid]), seg=int(self.seg[eid]),
-        )
+        if eid >= self._synced:
+            seq, wc, op, _tix, copy, site, A, seg = self._recent[eid - self._synced]
+        else:
+            seq, wc, op, copy, site, A, seg = (int(self.seq[eid]), int(self.wc[eid]), int(self.op[eid]),
+                                               bool(self.copy[eid]), int(self.site[eid]), int(self.A[eid]),
+                                               int(self.seg[eid]))
+        return AccessInfo(wave=wc // N_COUNTERS, site=site, op=op, copy=copy, ctr=wc % N_COUNTERS,
+                          seq=seq, A=A, seg=seg)
+
+    def ordered(self, p: np.ndarray, T: np.ndarray) -> np.ndarray:
+        """Per event of `p`: happens before an access whose clock table is T (0 -> True)."""
+        return self.seq.take(p) <= T.take(self.wc.take(p))
+
+    def ordered_before(self, p: np.ndarray, a: np.ndarray) -> np.ndarray:
+        """Per pair: event p[i] happens before event a[i] (by a[i]'s own clock table)."""
+        self.sync()
+        if len(self.clocks) != (0 if self._clock_stack is None else len(self._clock_stack)):
+            self._clock_stack = np.stack(self.clocks)
+        T = self._clock_stack
+        return self.seq.take(p) <= T[self.tix.take(a), self.wc.take(p)]
+
+
+class Clock:
+    """One clock lineage (wave, ds-or-copy): the current T and the bad-event bitmap.
+
+    `snap`/`A`: the (snapshot, phases) the key was last confirmed for (fast check)."""
+
+    __slots__ = ("key", "T", "tix", "bad", "L", "badlist", "snap", "A")
+
+    def __init__(self, capacity: int = 1024):
+        self.key = None
+        self.snap = None
+        self.A = -1
+        self.T = None
+        self.tix = -1
+        self.bad = np.ones(capacity, np.bool_)  # >= L: unknown (True)
+        self.bad[0] = False  # the sentinel is always ordered
+        self.L = 1
+        self.badlist = _EMPTY_I
 
 
 class Conflicts:
-    """Unordered (prior event, byte) entries found by one access, in byte order.
+    """Unordered (prior event, row) entries found by one access, in row order.
 
     `pos` = row*2W + slot (slot < W: a write slot, W..2W-1: a read slot), so sorting by
-    `pos` is "first conflicting byte/lane first"; `row` indexes the access's byte arrays.
+    `pos` is "first conflicting byte/lane first"; `row` indexes the access's rows.
+    `prior_lane` may be LANE_PER_BYTE (resolve with `LdsShadow.lane_at`).
     """
 
     __slots__ = ("pos", "row", "prior", "prior_lane", "served")
 
-    def __init__(self, parts, two_w, served=None):
+    def __init__(self, parts):
         if len(parts) == 1:
-            self.pos, self.prior, self.prior_lane = parts[0]
+            self.pos, self.row, self.prior, self.prior_lane, self.served = parts[0]
         else:
-            self.pos = np.concatenate([p[0] for p in parts])
-            self.prior = np.concatenate([p[1] for p in parts])
-            self.prior_lane = np.concatenate([p[2] for p in parts])
-        self.row = self.pos // two_w
-        # per entry: the read of the pair had its bytes from an ordered earlier write, which
-        # the write of the pair superseded (classify: a refill too early is a WAR)
-        self.served = served
+            self.pos, self.row, self.prior, self.prior_lane, self.served = (
+                np.concatenate([p[j] for p in parts]) for j in range(5))
+
+
+class Footprint:
+    """The rows of one access, their lanes to record, and (lazily) per row the first byte.
+
+    `rows`: shadow rows (in-bounds granules, possibly repeated), in first-byte order;
+    `lanes`: uint8 per row or a scalar, stored into wlane/rlane; `oob`: [(group, byte,
+    lane)] of the first out-of-bounds byte per group, or None.
+    """
+
+    __slots__ = ("rows", "lanes", "oob", "_rep", "_src", "group_ok")
+
+    def __init__(self, rows, lanes, src, rep=None, oob=None):
+        self.rows = rows
+        self.lanes = lanes
+        self.oob = oob
+        self._src = src
+        self._rep = rep
+        # a read with this footprint can join a grouped check (engine._apply_reads)
+        self.group_ok = oob is None and rows.size > 0
+
+    def rep(self):
+        """(group, byte, lane) of each row's first byte in the per-byte footprint."""
+        if self._rep is None:
+            pay, K = self._src
+            grp, byte, lane = byte_footprint(pay)
+            self._rep = (grp[::K], byte[::K], lane[::K]) if K > 1 else (grp, byte, lane)
+        return self._rep
+
+
+class ReadGroup:
+    """A run of read footprints checked and recorded together (LdsShadow.read_group)."""
+
+    __slots__ = ("fps", "rows", "lanes", "eids", "per_byte")
+
+    def __init__(self, fps: list):
+        self.fps = fps  # kept: the memo key holds them by identity
+        self.rows = np.concatenate([fp.rows for fp in fps])
+        self.lanes = np.concatenate([fp.lanes if type(fp.lanes) is np.ndarray
+                                     else np.full(fp.rows.size, fp.lanes, np.uint8) for fp in fps])
+        # event offset (from the first read's id) per row
+        self.eids = np.repeat(np.arange(len(fps), dtype=np.intp), [fp.rows.size for fp in fps])
+        self.per_byte = [m for m, fp in enumerate(fps)
+                         if type(fp.lanes) is int and fp.lanes == LANE_PER_BYTE]
 
 
 class LdsShadow:
-    """The shadow bytes of G workgroups' LDS (state table: module docstring)."""
+    """The shadow of G workgroups' LDS (state table: module docstring)."""
 
     def __init__(self, groups: int, lds_bytes: int, n_waves: int):
-        rows = groups * lds_bytes
+        self.G = groups
+        self.B = lds_bytes
         self.W = n_waves
-        # np.zeros maps zero pages lazily: an engine per batch costs nothing until touched.
-        self.wslot = np.zeros((rows, n_waves), np.int32)
-        self.rslot = np.zeros((rows, n_waves), np.int32)
-        self.wlane = np.zeros((rows, n_waves), np.uint8)
-        self.rlane = np.zeros((rows, n_waves), np.uint8)
-        self.init = np.zeros(rows, np.bool_)
-        # the latest write of each byte, the write it superseded, and per read slot whether
-        # that read's bytes came from a write ordered before it
-        self.last_w = np.zeros(rows, np.int32)
-        self.prev_w = np.zeros(rows, np.int32)
-        self.rserved = np.zeros((rows, n_waves), np.bool_)
-        self.ordered_writes = None  # after a read: the latest writes it consumed in order
+        k = 0
+        while k < MAX_GRANULE_LOG2 and lds_bytes % (2 << k) == 0:
+            k += 1
         self.events = EventTable()
-        # per-wave column views: a 1-D fancy store into a view is ~4x cheaper than [gb, w]
-        self._wcol = [self.wslot[:, w] for w in range(n_waves)]
-        self._rcol = [self.rslot[:, w] for w in range(n_waves)]
-        self._wlcol = [self.wlane[:, w] for w in range(n_waves)]
-        self._rlcol = [self.rlane[:, w] for w in range(n_waves)]
+        self.n_lanes = 32 * groups
+        self.lineages: list = [None] * (2 * n_waves)  # index 2*wave + is_ds; Clock on first use
+        # events whose lanes differ inside a granule: eid -> payload (for `lane_at`)
+        self._per_byte: dict = {}
+        self._prune_at = 4096
+        self.read_last = None  # after a read: last_w of its rows (engine: MODEL §6a)
+        W = n_waves
+        self._wtmpl = np.zeros(W, np.intp)  # a race-free write's new write slots
+        self._set_granule(k, fresh=True)
 
-    def apply(self, eid: int, wave: int, op: int, gb: np.ndarray, lane: np.ndarray, T: np.ndarray):
-        """Check access `eid` of `wave` on rows `gb` against the slots, then record it.
+    # -- granules -------------------------------------------------------------------------------
 
-        Returns (Conflicts or None, indices of never-written bytes or None). The hot path is
-        a handful of `take`s and one comparison; everything else runs only on a conflict.
-        """
-        ev = self.events
-        seq, wc = ev.seq, ev.wc
+    def _set_granule(self, k: int, fresh: bool = False) -> None:
+        """Granule 2**k. `fresh`: allocate zeroed state; else refine the current state.
+
+        Storage: `wl` = write slots, `lastw` = last_w, `multi` = "more than one write slot of
+        the row is live" (else the only live one is last_w's, in its wave's column: a read
+        checks just last_w), `rs` = read slots, `prev` = prev_w, `lanes` = wlane | rlane.
+        Event ids are intp (gathers into the clock bitmaps need no conversion) unless the
+        shadow is large."""
+        rows = self.G * self.B >> k
         W = self.W
-        two_w = 2 * W
-        n = gb.size
+        if fresh or self.events.n == 1:  # nothing recorded yet: lazily zeroed pages
+            dt = np.intp if rows * (3 * W + 2) <= _INTP_SLOTS_MAX else np.int32
+            self.wl = np.zeros((rows, W), dt)
+            self.lastw = np.zeros(rows, dt)
+            self.multi = np.zeros(rows, np.bool_)
+            self.rs = np.zeros((rows, W), dt)
+            self.prev = np.zeros(rows, dt)
+            self.lanes = np.zeros((rows, 2 * W), np.uint8)
+            self.rlast = np.zeros((rows, W), dt)
+        else:
+            f = 1 << (self.k - k)
+            for name in ("wl", "lastw", "multi", "rs", "prev", "lanes", "rlast"):
+                setattr(self, name, np.repeat(getattr(self, name), f, axis=0))
+        self.k = k
+        self.K = 1 << k
+        self.Bk = self.B >> k
+        self.fpkey = (k, self.B, self.G)  # what a memoized lane footprint depends on
+        # column views: a 1-D fancy store into a view is ~4x cheaper than [rows, w]
+        self._wcol = [self.wl[:, w] for w in range(W)]
+        self._rcol = [self.rs[:, w] for w in range(W)]
+        self._lcol = [self.lanes[:, j] for j in range(2 * W)]
+        self._rlastcol = [self.rlast[:, w] for w in range(W)]
+        self._lane_rows: dict[int, np.ndarray] = {}
+        nl = 32 * self.G
+        self._gofs = (np.arange(nl, dtype=np.int64) >> 5) * self.Bk
+        self._grp_ofs = np.arange(self.G, dtype=np.int64)[:, None] * self.Bk
+
+    # views by their MODEL.md names (debugging, tests)
+    wslot = property(lambda self: self.wl)
+    rslot = property(lambda self: self.rs)
+    last_w = property(lambda self: self.lastw)
+    prev_w = property(lambda self: self.prev)
+
+    # -- footprints -----------------------------------------------------------------------------
+
+    @staticmethod
+    def byte_footprint(pay):
+        return byte_footprint(pay)
+
+    def footprint(self, pay) -> Footprint | None:
+        """The access's rows at the current granule (refining it if needed); None if it
+        touches no byte at all. Lane payloads memoize it (it is a pure function of the
+        payload, the granule and the shape of the batch)."""
+        if pay[0] == "lanes":
+            memo = pay[4]
+            fp = memo.get(self.fpkey, False)
+            if fp is False:
+                fp = self._lane_rows_fast(pay)
+                if fp is False:
+                    fp = self._general(pay)  # may refine: memoize under the new granule
+                memo[self.fpkey] = fp
+            return fp
+        # a TDM footprint: memoized with the first group's copy, for the same per-group copies
+        per_group, memos = pay[1], pay[2]
+        if not memos:
+            return None
+        hit = memos[0].get(self.fpkey)
+        if hit is not None and len(hit[0]) == len(per_group) and all(
+                a is b for a, b in zip(hit[0], per_group)):
+            return hit[1]
+        fp = self._tdm_rows_fast(pay)
+        if fp is False:
+            fp = self._general(pay)  # may refine: memoize under the new granule
+        memos[0][self.fpkey] = (list(per_group), fp)
+        return fp
+
+    def _lane_rows_fast(self, pay):
+        _kind, addr, mask, nbytes, _memo = pay
+        k = self.k
+        K = 1 << k
+        if nbytes & (K - 1):
+            return False
+        nl = self.n_lanes
+        active = np.count_nonzero(mask)
+        if active == 0:
+            return None
+        if active == nl:
+            a, sel = addr, None
+        else:
+            sel = np.flatnonzero(mask)
+            a = addr[sel]
+        if K > 1 and int(np.bitwise_or.reduce(a)) & (K - 1):
+            return False
+        if int(a.view(_U64).max()) > self.B - nbytes:  # negative offsets are huge as u64
+            return False
+        q = a >> k if k else a
+        if self.G > 1:
+            q = q + (self._gofs if sel is None else self._gofs.take(sel))
+        m = nbytes >> k
+        if m > 1:
+            q = (q[:, None] + np.arange(m, dtype=np.int64)).ravel()
+        if sel is None:
+            lanes = self._lane_rows.get(m)
+            if lanes is None:
+                lanes = self._lane_rows[m] = np.repeat((np.arange(nl) & 31).astype(np.uint8), m)
+        else:
+            lanes = (sel & 31).astype(np.uint8)
+            if m > 1:
+                lanes = np.repeat(lanes, m)
+        return Footprint(q, lanes, (pay, K))
+
+    def _tdm_rows_fast(self, pay):
+        per_group, memos = pay[1], pay[2]
+        k = self.k
+        parts = []
+        shared = None
+        for o, memo in zip(per_group, memos):
+            q = memo.get((k, self.B, None), False)
+            if q is False:
+                q = memo[(k, self.B, None)] = _tdm_granules(o, k, self.B)
+            if q is None:
+                return False
+            if shared is None:
+                shared = o
+            elif shared is not o:
+                shared = False
+            parts.append(q)
+        if not any(q.size for q in parts):
+            return None
+        if self.G == 1:
+            rows = parts[0]
+        elif shared is not False:
+            rows = (self._grp_ofs + parts[0]).ravel()
+        else:
+            rows = np.concatenate([q + g * self.Bk for g, q in enumerate(parts)])
+        return Footprint(rows, NO_LANE, (pay, 1 << k))
+
+    def _general(self, pay):
+        """Per-byte footprint: out-of-bounds bytes, partial granules (refines the shadow)."""
+        grp, byte, lane = byte_footprint(pay)
+        if byte.size == 0:
+            return None
+        B = self.B
+        oob = None
+        ub = byte.view(_U64)
+        if int(ub.max()) >= B:
+            bad = ub >= B
+            oob = [(int(grp[i]), int(byte[i]), int(lane[i]))
+                   for i in first_per_group(np.flatnonzero(bad), grp, self.G)]
+            keep = ~bad
+            grp, byte, lane = grp[keep], byte[keep], lane[keep]
+            if byte.size == 0:
+                return Footprint(_EMPTY_I, NO_LANE, None, (grp, byte, lane), oob)
+        gb = grp * B + byte if self.G > 1 else byte
+        k = self.k
+        nbytes = None
+        while True:
+            q = gb >> k if k else gb
+            _u, first = np.unique(q, return_index=True)
+            if k == 0:
+                break
+            if nbytes is None:
+                nbytes = np.unique(gb).size
+            if nbytes == _u.size << k:  # every granule touched is covered whole
+                break
+            k -= 1
+        if k < self.k:
+            self._set_granule(k)
+        first.sort()
+        rep = (grp[first], byte[first], lane[first])
+        per_byte = pay[0] == "lanes"
+        return Footprint(q[first], LANE_PER_BYTE if per_byte else NO_LANE, None, rep, oob)
+
+    # -- clocks ---------------------------------------------------------------------------------
+
+    def retime(self, c: "Clock", key, T: np.ndarray) -> None:
+        """Lineage `c` moves on to clock table T (key `key`)."""
+        ev = self.events
+        c.key, c.T, c.tix = key, T, len(ev.clocks)
+        ev.clocks.append(T)
+        self._refresh(c)
+
+    def _refresh(self, c: "Clock") -> None:
+        """Re-evaluate the lineage's bad events (T only grows along a lineage, so of the
+        events it has seen only those can turn good) and evaluate the ones it has not seen
+        yet -- one gather for both."""
+        ev = self.events
+        L, E = c.L, ev.n
+        if len(c.bad) < E + 1:
+            self._grow(c, 2 * E + 64)
+        bl = c.badlist
+        if E > L:
+            ids = np.concatenate((bl, np.arange(L, E))) if bl.size else np.arange(L, E)
+            c.L = E
+        elif bl.size:
+            ids = bl
+        else:
+            return
+        bad = ev.seq.take(ids) > c.T.take(ev.wc.take(ids))
+        c.bad[ids] = bad
+        c.badlist = ids[bad]
+
+    @staticmethod
+    def _grow(c: "Clock", cap: int) -> None:
+        grown = np.ones(cap, np.bool_)
+        grown[: c.L] = c.bad[: c.L]
+        c.bad = grown
+
+    # -- the check ------------------------------------------------------------------------------
+
+    def _read_check(self, rows, clk: "Clock"):
+        """(last_w of the rows, unordered write entries as (r, c, event) or None)."""
+        last = self.lastw.take(rows)
+        if _cnz(self.multi.take(rows)):
+            Sw = self.wl.take(rows, axis=0)
+            un = clk.bad.take(Sw)
+            if _cnz(un) and clk.L < self.events.n:
+                self._refresh(clk)  # catch up with the newest events
+                un = clk.bad.take(Sw)
+            if not _cnz(un):
+                return last, None
+            r, c = np.nonzero(un)
+            return last, (r, c, Sw[r, c])
+        # at most one live write entry per row: last_w, in its own wave's column
+        un = clk.bad.take(last)
+        if _cnz(un) and clk.L < self.events.n:
+            self._refresh(clk)
+            un = clk.bad.take(last)
+        if not _cnz(un):
+            return last, None
+        r = np.flatnonzero(un)
+        pri = last[r]
+        return last, (r, self.events.wc.take(pri) // N_COUNTERS, pri)
+
+    def apply(self, eid: int, wave: int, op: int, fp: Footprint, clk: "Clock"):
+        """Check access `eid` of `wave` on rows `fp.rows` against the slots, then record it.
+
+        Returns (Conflicts or None, indices of never-written rows or None). The hot path is
+        a few gathers, a bitmap lookup and a few stores; everything else runs only on a
+        conflict.
+        """
+        rows = fp.rows
+        W = self.W
         if op == OP_READ:
-            S = self.wslot.take(gb, axis=0)
-            un = seq.take(S) > T.take(wc.take(S))
+            last, found = self._read_check(rows, clk)
             conf = None
-            last = self.last_w.take(gb)
-            if np.count_nonzero(un):
-                r, c = np.nonzero(un)
-                prev = self.prev_w.take(gb[r])
-                served = (S[r, c] == last[r]) & (prev != 0) & (seq.take(prev) <= T.take(wc.take(prev)))
-                conf = Conflicts([(r * two_w + c, S[r, c], self.wlane[gb[r], c])], two_w, served)
-            ini = self.init.take(gb)
-            uninit = None if np.count_nonzero(ini) == n else np.flatnonzero(~ini)
-            self._rcol[wave][gb] = eid
-            self._rlcol[wave][gb] = lane
-            ordered = (last != 0) & (seq.take(last) <= T.take(wc.take(last)))
-            self.rserved[gb, wave] = ordered
-            self.ordered_writes = last[ordered] if ordered.any() else None
+            if found is not None:
+                r, c, pri = found
+                rr = rows[r]
+                prev = self.prev.take(rr)
+                # the read had ordered data: its write was the latest, the one before ordered
+                served = (pri == last[r]) & (prev != 0) & self.events.ordered(prev, clk.T)
+                conf = Conflicts([(r * (2 * W) + c, r, pri, self.lanes[rr, c], served)])
+            uninit = None if _cnz(last) == rows.size else np.flatnonzero(last == 0)
+            self._rcol[wave][rows] = eid
+            self._lcol[W + wave][rows] = fp.lanes
+            self._rlastcol[wave][rows] = last
+            self.read_last = last
             return conf, uninit
 
-        SW = self.wslot.take(gb, axis=0)
-        SR = self.rslot.take(gb, axis=0)
-        unW = seq.take(SW) > T.take(wc.take(SW))
-        unR = seq.take(SR) > T.take(wc.take(SR))
-        nW, nR = np.count_nonzero(unW), np.count_nonzero(unR)
+        Sw = self.wl.take(rows, axis=0)
+        Sr = self.rs.take(rows, axis=0)
+        bad = clk.bad
+        uw, ur = bad.take(Sw), bad.take(Sr)
+        if (_cnz(uw) or _cnz(ur)) and clk.L < self.events.n:
+            self._refresh(clk)
+            bad = clk.bad
+            uw, ur = bad.take(Sw), bad.take(Sr)
+        last = self.lastw.take(rows)
         uninit = None
-        reportW = unW
         if op == OP_ATOMIC:
-            if nW:  # atomics to the same bytes do not race with each other
-                reportW = unW & (ev.op.take(SW) != OP_ATOMIC)
-            ini = self.init.take(gb)
-            uninit = None if np.count_nonzero(ini) == n else np.flatnonzero(~ini)
-        parts = []
-        served = []
-        if nW and np.count_nonzero(reportW):
-            r, c = np.nonzero(reportW)
-            parts.append((r * two_w + c, SW[r, c], self.wlane[gb[r], c]))
-            served.append(np.zeros(r.size, np.bool_))
-        if nR:
-            r, c = np.nonzero(unR)
-            parts.append((r * two_w + W + c, SR[r, c], self.rlane[gb[r], c]))
-            served.append(self.rserved[gb[r], c])
-        conf = Conflicts(parts, two_w, np.concatenate(served)) if parts else None
-
-        # Entries ordered before this write are superseded (so later accesses report only
-        # the writes and reads still unordered with them); unordered ones stay.
-        nzW = np.count_nonzero(SW)
-        if nzW > nW and nzW != np.count_nonzero(SW[:, wave]):  # another wave's entry to drop
-            SW *= unW
-            SW[:, wave] = eid
-            self.wslot[gb] = SW
+            uninit = None if _cnz(last) == rows.size else np.flatnonzero(last == 0)
+        self.prev[rows] = last
+        self.lastw[rows] = eid
+        conf = None
+        nW, nR = _cnz(uw), _cnz(ur)
+        if nW == 0 and nR == 0:
+            # race-free: every entry happens before this write and is superseded by it
+            t = self._wtmpl
+            t[wave] = eid
+            self.wl[rows] = t
+            t[wave] = 0
+            self.multi[rows] = False
+            if _cnz(Sr):
+                self.rs[rows] = 0
         else:
-            self._wcol[wave][gb] = eid
-        self._wlcol[wave][gb] = lane
-        if np.count_nonzero(SR) > nR:
-            SR *= unR
-            self.rslot[gb] = SR
-        self.init[gb] = True
-        self.prev_w[gb] = self.last_w.take(gb)
-        self.last_w[gb] = eid
+            conf = self._write_conflicts(op, rows, Sw, Sr, uw, ur, nW, nR)
+            # Entries ordered before this write are superseded (so later accesses report
+            # only the writes and reads still unordered with them); unordered ones stay.
+            nzW = _cnz(Sw)
+            if nzW > nW and nzW != _cnz(Sw[:, wave]):  # another wave's entry to drop
+                Sw *= uw
+            Sw[:, wave] = eid
+            self.wl[rows] = Sw
+            self.multi[rows] = np.count_nonzero(Sw, axis=1) > 1
+            if _cnz(Sr) > nR:
+                Sr *= ur
+                self.rs[rows] = Sr
+        self._lcol[wave][rows] = fp.lanes
         return conf, uninit
 
+    def read_group(self, fps: list) -> "ReadGroup":
+        """The concatenated rows and lanes of a run of reads (memoized across engines:
+        kernels repeat their read sequences, and footprints are shared, immutable objects
+        specific to granule and batch shape)."""
+        key = tuple(fps)
+        g = _READ_GROUPS.get(key)
+        if g is None:
+            g = ReadGroup(fps)
+            _read_group_rows[0] += g.rows.size
+            if _read_group_rows[0] > _GROUP_ROWS_MAX:
+                _READ_GROUPS.clear()
+                _read_group_rows[0] = g.rows.size
+            _READ_GROUPS[key] = g
+        return g
 
-# -- footprints -------------------------------------------------------------------------------
+    def check_reads(self, g: "ReadGroup", clk: "Clock"):
+        """The check of `apply` for a run of reads (same wave and clock table): their
+        last_w if every entry is ordered and every byte was written, else None (nothing
+        changed; apply them one by one)."""
+        last, found = self._read_check(g.rows, clk)
+        if found is not None or _cnz(last) != g.rows.size:
+            return None
+        return last
 
-_EMPTY_I = np.zeros(0, np.int64)
-_EMPTY_L = np.zeros(0, np.uint8)
+    def store_reads(self, eid0: int, wave: int, g: "ReadGroup", last) -> None:
+        """Record reads eid0, eid0+1, ... of group `g` (`last` from check_reads)."""
+        rows = g.rows
+        # in program order: a later read's entry wins, as it would one read at a time
+        self._rcol[wave][rows] = g.eids + eid0
+        self._lcol[self.W + wave][rows] = g.lanes
+        self._rlastcol[wave][rows] = last
+        self.read_last = None
+
+    def _write_conflicts(self, op, rows, SW, SR, unW, unR, nW, nR):
+        ev = self.events
+        ev.sync()
+        W = self.W
+        two_w = 2 * W
+        reportW = unW
+        if op == OP_ATOMIC and nW:  # atomics to the same bytes do not race with each other
+            reportW = unW & (ev.op.take(SW) != OP_ATOMIC)
+        parts = []
+        if nW and _cnz(reportW):
+            r, c = np.nonzero(reportW)
+            rr = rows[r]
+            parts.append((r * two_w + c, r, SW[r, c], self.lanes[rr, c], np.zeros(r.size, np.bool_)))
+        if nR:
+            r, c = np.nonzero(unR)
+            rr = rows[r]
+            rd = SR[r, c]
+            rl = self.rlast[rr, c]
+            # the read had ordered data: the latest write when it ran happened before it
+            served = (rl != 0) & ev.ordered_before(rl, rd)
+            parts.append((r * two_w + W + c, r, rd, self.lanes[rr, W + c], served))
+        return Conflicts(parts) if parts else None
+
+    # -- lanes of recorded events ---------------------------------------------------------------
+
+    def register_per_byte(self, eid: int, pay) -> None:
+        """Event `eid` stored LANE_PER_BYTE lanes: keep its payload for `lane_at`."""
+        self._per_byte[eid] = pay
+        if len(self._per_byte) > self._prune_at:
+            W = self.W
+            live = set(np.unique(self.wl[self.lanes[:, :W] == LANE_PER_BYTE]).tolist())
+            live.update(np.unique(self.rs[self.lanes[:, W:] == LANE_PER_BYTE]).tolist())
+            self._per_byte = {e: p for e, p in self._per_byte.items() if e in live}
+            self._prune_at = max(4096, 2 * len(self._per_byte))
+
+    def lane_at(self, eid: int, stored: int, g: int, byte: int) -> int:
+        """The lane of event `eid` that accessed byte `byte` of group `g` (the last one, as a
+        per-byte store would keep), given the lane value stored in its slot."""
+        if stored != LANE_PER_BYTE:
+            return int(stored)
+        grp, bytes_, lane = byte_footprint(self._per_byte[eid])
+        hit = np.flatnonzero((grp == g) & (bytes_ == byte))
+        return int(lane[hit[-1]])
+
+
+def _tdm_granules(o: np.ndarray, k: int, B: int):
+    """Granule indices of a TDM group footprint made of K-aligned K-byte runs, all in
+    bounds; None otherwise (per-byte path)."""
+    n = o.size
+    if n == 0:
+        return _EMPTY_I
+    K = 1 << k
+    if n & (K - 1):
+        return None
+    if K == 1:
+        base = o
+    else:
+        v = o.reshape(-1, K)
+        base = v[:, 0]
+        if int(np.bitwise_or.reduce(base)) & (K - 1):
+            return None
+        if not np.array_equal(v, base[:, None] + np.arange(K, dtype=np.int64)):
+            return None
+    if int(base.view(_U64).max()) > B - K:
+        return None
+    return base >> k if k else base
+
+
+def first_per_group(idx: np.ndarray, grp: np.ndarray, G: int) -> list:
+    """The first of the indices `idx` (ascending) in each group."""
+    if idx.size == 0:
+        return []
+    if G == 1:
+        return [int(idx[0])]
+    _g, first = np.unique(grp[idx], return_index=True)
+    return [int(i) for i in idx[np.sort(first)]]
+
+
+# -- per-byte footprints ----------------------------------------------------------------------
+
+
+def byte_footprint(pay):
+    """(group, byte, lane) per byte of a payload, lane-major (offsets unchecked)."""
+    if pay[0] == "lanes":
+        addr = pay[1]
+        lf = _LANE_FP.get(addr.size)
+        if lf is None:
+            lf = _LANE_FP[addr.size] = LaneFootprints(addr.size // 32)
+        return lf(addr, pay[2], pay[3])
+    return tdm_footprint(pay[1])
 
 
 class LaneFootprints:
     """Expands per-lane (address, size) into the bytes touched, lane-major: (group, byte, lane).
 
-    The full-exec-mask case (the common one) reuses cached group/lane vectors per size.
+    The full-exec-mask case reuses cached group/lane vectors per size.
     """
 
     def __init__(self, groups: int):
@@ -250,3 +762,6 @@ def tdm_footprint(offsets: list):
     byte = np.concatenate([o for _g, o in nonempty]) if len(nonempty) > 1 else nonempty[0][1]
     grp = np.concatenate([np.full(o.size, g, np.int64) for g, o in nonempty])
     return grp, byte, np.full(byte.size, NO_LANE, np.uint8)
+
+
+_LANE_FP: dict[int, LaneFootprints] = {}

@@ -1,0 +1,1 @@
+"""Frozen reference implementation of the shadow engine (differential tests)."""

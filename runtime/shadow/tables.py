@@ -1,0 +1,269 @@
+"""Tables of the LDS shadow: processed events, clock lineages, conflicts, footprints and
+read groups (the state table is in lds.py's docstring)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..records import NO_LANE  # noqa: F401
+from .classify import AccessInfo
+from .kinds import N_COUNTERS
+
+#: wlane/rlane value: the event's lanes differ inside the granule; `lane_at` recomputes it
+LANE_PER_BYTE = 254
+#: log2 of the coarsest granule (16 bytes: the widest per-lane ds access, b128)
+MAX_GRANULE_LOG2 = 4
+#: rows the memoized read groups may hold before they are dropped
+_GROUP_ROWS_MAX = 1 << 20
+_READ_GROUPS: dict = {}  # tuple of Footprints -> ReadGroup
+_read_group_rows = [0]
+#: slot entries up to which event ids are stored as intp rather than int32 (speed vs memory)
+_INTP_SLOTS_MAX = 1 << 20
+
+_U64 = np.uint64
+try:  # the C function: np.count_nonzero's Python wrapper costs 2x on small arrays
+    from numpy._core.multiarray import count_nonzero as _cnz
+except ImportError:  # pragma: no cover - other numpy layouts
+    _cnz = np.count_nonzero
+_EMPTY_I = np.zeros(0, np.int64)
+_EMPTY_L = np.zeros(0, np.uint8)
+
+
+class EventTable:
+    """Every processed access event; row 0 is the sentinel.
+
+    `seq` and `wc` (what the clock check reads) are numpy columns kept up to date. The
+    other columns are filled in by `sync()` -- on the slow paths, and every
+    `_SYNC_EVERY` events to bound memory; until then an event is a tuple
+    (seq, wc, op, tix, copy, site, A, seg) in `_recent`.
+    """
+
+    _COLUMNS = (("seq", np.int64), ("wc", np.int32), ("op", np.int8), ("tix", np.int32),
+                ("copy", np.bool_), ("site", np.int64), ("A", np.int32), ("seg", np.int32))
+    _SYNC_EVERY = 4096
+
+    def __init__(self, capacity: int = 1024):
+        self.n = 1
+        for name, dtype in self._COLUMNS:
+            setattr(self, name, np.zeros(capacity, dtype))
+        self.seq[0] = -1
+        self._synced = 1  # events below are in the numpy columns; the rest in _recent
+        self._recent: list[tuple] = []
+        self.clocks: list[np.ndarray] = []  # clock tables, indexed by `tix`
+        self._clock_stack = None
+
+    def __len__(self) -> int:
+        return self.n - 1
+
+    def _grow(self, need: int) -> None:
+        cap = max(2 * len(self.seq), need)
+        for name, _dtype in self._COLUMNS:
+            col = getattr(self, name)
+            grown = np.zeros(cap, col.dtype)
+            grown[: self.n] = col[: self.n]
+            setattr(self, name, grown)
+
+    def append(self, seq, wc, op, copy, site, A, seg, tix) -> int:
+        i = self.n
+        if i == len(self.seq):
+            self._grow(i + 1)
+        self.seq[i] = seq
+        self.wc[i] = wc
+        self._recent.append((seq, wc, op, tix, copy, site, A, seg))
+        self.n = i + 1
+        if len(self._recent) >= self._SYNC_EVERY:
+            self.sync()
+        return i
+
+    def extend(self, rows: list) -> int:
+        """Append several events (tuples as in `_recent`); returns the first one's id."""
+        i, m = self.n, len(rows)
+        if i + m > len(self.seq):
+            self._grow(i + m)
+        self.seq[i:i + m] = [r[0] for r in rows]
+        self.wc[i:i + m] = [r[1] for r in rows]
+        self._recent.extend(rows)
+        self.n = i + m
+        if len(self._recent) >= self._SYNC_EVERY:
+            self.sync()
+        return i
+
+    def sync(self) -> None:
+        """Move the recent events into the numpy columns."""
+        n0, n = self._synced, self.n
+        if n0 == n:
+            return
+        new = self._recent
+        for j, (name, _dtype) in enumerate(self._COLUMNS[2:], start=2):
+            getattr(self, name)[n0:n] = [r[j] for r in new]
+        self._recent = []
+        self._synced = n
+
+    def info(self, eid: int) -> AccessInfo:
+        if eid >= self._synced:
+            seq, wc, op, _tix, copy, site, A, seg = self._recent[eid - self._synced]
+        else:
+            seq, wc, op, copy, site, A, seg = (int(self.seq[eid]), int(self.wc[eid]), int(self.op[eid]),
+                                               bool(self.copy[eid]), int(self.site[eid]), int(self.A[eid]),
+                                               int(self.seg[eid]))
+        return AccessInfo(wave=wc // N_COUNTERS, site=site, op=op, copy=copy, ctr=wc % N_COUNTERS,
+                          seq=seq, A=A, seg=seg)
+
+    def ordered(self, p: np.ndarray, T: np.ndarray) -> np.ndarray:
+        """Per event of `p`: happens before an access whose clock table is T (0 -> True)."""
+        return self.seq.take(p) <= T.take(self.wc.take(p))
+
+    def ordered_before(self, p: np.ndarray, a: np.ndarray) -> np.ndarray:
+        """Per pair: event p[i] happens before event a[i] (by a[i]'s own clock table)."""
+        self.sync()
+        if len(self.clocks) != (0 if self._clock_stack is None else len(self._clock_stack)):
+            self._clock_stack = np.stack(self.clocks)
+        T = self._clock_stack
+        return self.seq.take(p) <= T[self.tix.take(a), self.wc.take(p)]
+
+
+class Clock:
+    """One clock lineage (wave, ds-or-copy): the current T and the bad-event bitmap.
+
+    `snap`/`A`: the (snapshot, phases) the key was last confirmed for (fast check)."""
+
+    __slots__ = ("key", "T", "tix", "bad", "L", "badlist", "snap", "A")
+
+    def __init__(self, capacity: int = 1024):
+        self.key = None
+        self.snap = None
+        self.A = -1
+        self.T = None
+        self.tix = -1
+        self.bad = np.ones(capacity, np.bool_)  # >= L: unknown (True)
+        self.bad[0] = False  # the sentinel is always ordered
+        self.L = 1
+        self.badlist = _EMPTY_I
+
+
+class Conflicts:
+    """Unordered (prior event, row) entries found by one access, in row order.
+
+    `pos` = row*2W + slot (slot < W: a write slot, W..2W-1: a read slot), so sorting by
+    `pos` is "first conflicting byte/lane first"; `row` indexes the access's rows.
+    `prior_lane` may be LANE_PER_BYTE (resolve with `LdsShadow.lane_at`).
+    """
+
+    __slots__ = ("pos", "row", "prior", "prior_lane", "served")
+
+    def __init__(self, parts):
+        if len(parts) == 1:
+            self.pos, self.row, self.prior, self.prior_lane, self.served = parts[0]
+        else:
+            self.pos, self.row, self.prior, self.prior_lane, self.served = (
+                np.concatenate([p[j] for p in parts]) for j in range(5))
+
+
+class Footprint:
+    """The rows of one access, their lanes to record, and (lazily) per row the first byte.
+
+    `rows`: shadow rows (in-bounds granules, possibly repeated), in first-byte order;
+    `lanes`: uint8 per row or a scalar, stored into wlane/rlane; `oob`: [(group, byte,
+    lane)] of the first out-of-bounds byte per group, or None.
+    """
+
+    __slots__ = ("rows", "lanes", "oob", "_rep", "_src", "group_ok")
+
+    def __init__(self, rows, lanes, src, rep=None, oob=None):
+        self.rows = rows
+        self.lanes = lanes
+        self.oob = oob
+        self._src = src
+        self._rep = rep
+        # a read with this footprint can join a grouped check (engine._apply_reads)
+        self.group_ok = oob is None and rows.size > 0
+
+    def rep(self):
+        """(group, byte, lane) of each row's first byte in the per-byte footprint."""
+        if self._rep is None:
+            pay, K = self._src
+            grp, byte, lane = byte_footprint(pay)
+            self._rep = (grp[::K], byte[::K], lane[::K]) if K > 1 else (grp, byte, lane)
+        return self._rep
+
+
+class ReadGroup:
+    """A run of read footprints checked and recorded together (LdsShadow.read_group)."""
+
+    __slots__ = ("fps", "rows", "lanes", "eids", "per_byte")
+
+    def __init__(self, fps: list):
+        self.fps = fps  # kept: the memo key holds them by identity
+        self.rows = np.concatenate([fp.rows for fp in fps])
+        self.lanes = np.concatenate([fp.lanes if type(fp.lanes) is np.ndarray
+                                     else np.full(fp.rows.size, fp.lanes, np.uint8) for fp in fps])
+        # event offset (from the first read's id) per row
+        self.eids = np.repeat(np.arange(len(fps), dtype=np.intp), [fp.rows.size for fp in fps])
+        self.per_byte = [m for m, fp in enumerate(fps)
+                         if type(fp.lanes) is int and fp.lanes == LANE_PER_BYTE]
+
+
+# -- per-byte footprints ----------------------------------------------------------------------
+
+
+def byte_footprint(pay):
+    """(group, byte, lane) per byte of a payload, lane-major (offsets unchecked)."""
+    if pay[0] == "lanes":
+        addr = pay[1]
+        lf = _LANE_FP.get(addr.size)
+        if lf is None:
+            lf = _LANE_FP[addr.size] = LaneFootprints(addr.size // 32)
+        return lf(addr, pay[2], pay[3])
+    return tdm_footprint(pay[1])
+
+
+class LaneFootprints:
+    """Expands per-lane (address, size) into the bytes touched, lane-major: (group, byte, lane).
+
+    The full-exec-mask case reuses cached group/lane vectors per size.
+    """
+
+    def __init__(self, groups: int):
+        self.n_lanes = 32 * groups
+        self._full: dict[int, tuple] = {}
+        self._arange: dict[int, np.ndarray] = {}
+
+    def _lane_vectors(self, nbytes: int):
+        hit = self._full.get(nbytes)
+        if hit is None:
+            ln = np.repeat(np.arange(self.n_lanes, dtype=np.int64), nbytes)
+            hit = self._full[nbytes] = (ln >> 5, (ln & 31).astype(np.uint8))
+        return hit
+
+    def __call__(self, addr: np.ndarray, mask: np.ndarray, nbytes: int):
+        active = np.count_nonzero(mask)
+        if active == 0:
+            return _EMPTY_I, _EMPTY_I, _EMPTY_L
+        ar = self._arange.get(nbytes)
+        if ar is None:
+            ar = self._arange[nbytes] = np.arange(nbytes, dtype=np.int64)
+        if active == self.n_lanes:
+            byte = addr if nbytes == 1 else (addr[:, None] + ar).ravel()
+            grp, lane = self._lane_vectors(nbytes)
+            return grp, byte, lane
+        lanes = np.flatnonzero(mask)
+        a = addr[lanes]
+        if nbytes == 1:
+            byte, ln = a, lanes
+        else:
+            byte = (a[:, None] + ar).ravel()
+            ln = np.repeat(lanes, nbytes)
+        return ln >> 5, byte, (ln & 31).astype(np.uint8)
+
+
+def tdm_footprint(offsets: list):
+    """(group, byte, lane) of a TDM op: per group the decoded LDS byte offsets."""
+    nonempty = [(g, o) for g, o in enumerate(offsets) if o.size]
+    if not nonempty:
+        return _EMPTY_I, _EMPTY_I, _EMPTY_L
+    byte = np.concatenate([o for _g, o in nonempty]) if len(nonempty) > 1 else nonempty[0][1]
+    grp = np.concatenate([np.full(o.size, g, np.int64) for g, o in nonempty])
+    return grp, byte, np.full(byte.size, NO_LANE, np.uint8)
+
+
+_LANE_FP: dict[int, LaneFootprints] = {}

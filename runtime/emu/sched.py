@@ -155,11 +155,13 @@ class Scheduler:
 
     # -- the run loop -------------------------------------------------------------------------------
     def run(self) -> None:
-        while self.live:
-            if not self.ready:
-                raise DeadlockError(self._deadlock_message())
-            w = self._pick()
-            self._step(w)
+        # IEEE specials (inf, nan, wrap-around) are the kernel's business, not numpy warnings
+        with np.errstate(all="ignore"):
+            while self.live:
+                if not self.ready:
+                    raise DeadlockError(self._deadlock_message())
+                w = self._pick()
+                self._step(w)
 
     def _step(self, w: int) -> None:
         ctx = self.waves[w]

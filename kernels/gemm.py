@@ -145,7 +145,7 @@ import flydsl.compiler as flyc  # noqa: E402
 from ldssan.kernels._launch import check_can_launch, check_target  # noqa: E402
 from ldssan.kernels.gemm_reference import gemm_reference, wmma_accumulate  # noqa: E402,F401
 from ldssan.kernels.ring_pipeline import (  # noqa: E402,F401  (shared with mega_moe)
-    _WMMA_K, LDS_BYTES_MAX, LDS_PAD_BYTES, TDM_PER_WAVE, WAVE_SIZE, WMMA_M, WMMA_N, RingLayout,
+    _WMMA_K, LDS_BYTES_MAX, LDS_PAD_BYTES, TDM_PER_WAVE, WAVE_SIZE, RingLayout,
     RingPipeline, _align, _concat, _lds_load_b128, _lds_load_f32, _lds_store_b128, _min_i32, ring_layout,
 )
 import flydsl.expr as fx  # noqa: E402
@@ -221,20 +221,10 @@ class GemmConfig:
     def block(self) -> int:
         return WAVE_SIZE * self.waves
 
-    @property
-    def ksteps(self) -> int:
-        """WMMA K-steps per k-tile."""
-        return self.tile_k // self.wmma_k
-
-    @property
-    def rm(self) -> int:
-        """16-row WMMA blocks per wave."""
-        return self.tile_m // self.m_waves // WMMA_M
-
-    @property
-    def rn(self) -> int:
-        """16-column WMMA blocks per wave."""
-        return self.tile_n // self.n_waves // WMMA_N
+    # the fragment/WMMA geometry is the ring pipeline's
+    ksteps = property(lambda self: self.ring.ksteps, doc="WMMA K-steps per k-tile.")
+    rm = property(lambda self: self.ring.rm, doc="16-row WMMA blocks per wave.")
+    rn = property(lambda self: self.ring.rn, doc="16-column WMMA blocks per wave.")
 
     @property
     def scale_jobs(self) -> int:

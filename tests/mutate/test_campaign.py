@@ -174,9 +174,9 @@ def test_wilson_interval():
 
 
 def test_normalize_ir_drops_locations_and_the_site_table():
-    a = ('#loc = loc("/tmp/a.py":3:0)\nmodule attributes {ldssan.sites = "{\\22file\\22: \\22/tmp/a.py\\22}", '
-         'ldssan.emu = "1"} {\n  %0 = arith.addi %a, %b : i32 loc(#loc3)\n  gpu.func @k(%x: i32 loc("/tmp/a.py":3:0))\n}')
-    b = a.replace("/tmp/a.py", "/tmp/other_variant.py").replace("#loc3", "#loc7")
+    a = ('#loc = loc("/src/a.py":3:0)\nmodule attributes {ldssan.sites = "{\\22file\\22: \\22/src/a.py\\22}", '
+         'ldssan.emu = "1"} {\n  %0 = arith.addi %a, %b : i32 loc(#loc3)\n  gpu.func @k(%x: i32 loc("/src/a.py":3:0))\n}')
+    b = a.replace("/src/a.py", "/src/other_variant.py").replace("#loc3", "#loc7")
     assert normalize_ir(a) == normalize_ir(b)
     assert "loc(" not in normalize_ir(a) and "ldssan.sites" not in normalize_ir(a)
     assert normalize_ir(a) != normalize_ir(a.replace("arith.addi", "arith.subi"))

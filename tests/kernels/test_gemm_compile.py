@@ -11,7 +11,6 @@ code generator to ISA.
 """
 
 import math
-import os
 import re
 from pathlib import Path
 
@@ -23,10 +22,10 @@ import torch
 from ldssan.kernels import gemm as G
 
 from flydsl._mlir import ir  # noqa: E402
-from flydsl._mlir.dialects import gpu  # noqa: E402
-from flydsl._mlir.passmanager import PassManager  # noqa: E402
 from flydsl.compiler.diagnostics import DSLCompileError  # noqa: E402
 from flydsl.compiler.jit_function import _create_mlir_context  # noqa: E402
+
+from .compile_support import compile_only_env, gpu_func, is_lds_ptr, isa as isa_of, linker_present, walk  # noqa: E402
 
 _IN = {"fp8": torch.float8_e4m3fn, "bf16": torch.bfloat16}
 _OUT = {"bf16": torch.bfloat16, "f32": torch.float32}
@@ -39,25 +38,10 @@ _WMMA = {
 _SHAPE = (65, 70, 640)
 
 
-def _linker_present() -> bool:
-    root = Path(os.environ.get("ROCM_PATH") or "/opt/rocm")
-    return (root / "llvm" / "bin" / "ld.lld").exists()
-
 
 @pytest.fixture
 def compile_env(tmp_path, monkeypatch):
-    """COMPILE_ONLY + IR dumps into tmp_path; a private compile cache."""
-    dump = tmp_path / "dump"
-    monkeypatch.setenv("COMPILE_ONLY", "1")
-    monkeypatch.setenv("FLYDSL_GPU_ARCH", "gfx1250")
-    monkeypatch.setenv("ARCH", "gfx1250")
-    monkeypatch.setenv("FLYDSL_DUMP_IR", "1")
-    monkeypatch.setenv("FLYDSL_DUMP_DIR", str(dump))
-    monkeypatch.setenv("FLYDSL_RUNTIME_CACHE_DIR", str(tmp_path / "cache"))
-    # An earlier test in this process may have compiled the same specialisation;
-    # a fresh in-memory cache makes this call compile (and dump) again.
-    monkeypatch.setattr(G.launch_gemm, "_mem_cache", {})
-    return dump
+    return compile_only_env(tmp_path, monkeypatch, G.launch_gemm)
 
 
 def _compile(kind: str, waves: int, nb: int, dump: Path, out: str = "bf16", shape=_SHAPE) -> Path:
@@ -70,32 +54,14 @@ def _compile(kind: str, waves: int, nb: int, dump: Path, out: str = "bf16", shap
         assert c.shape == (m, n) and c.dtype == _OUT[out]
     except DSLCompileError as exc:
         # Without ld.lld only the final code-object link fails; stages 00-19 are written.
-        if _linker_present() or "lld invocation failed" not in str(exc):
+        if linker_present() or "lld invocation failed" not in str(exc):
             raise
     dirs = sorted(dump.glob("gemm_kernel_*"))
     assert len(dirs) == 1, f"expected one kernel dump folder, got {dirs}"
     return dirs[0]
 
 
-def _gpu_func(module: ir.Module):
-    for top in module.body.operations:
-        if top.operation.name == "gpu.module":
-            for op in top.regions[0].blocks[0].operations:
-                if op.operation.name == "gpu.func":
-                    return top, op
-    raise AssertionError("no gpu.func in module")
 
-
-def _walk(op):
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                yield inner
-                yield from _walk(inner)
-
-
-def _ptr3(value) -> bool:
-    return str(value.type) == "!llvm.ptr<3>"
 
 
 def _int_attr(op, name: str) -> int:
@@ -128,9 +94,9 @@ def _events(op, depth=0):
                     yield ("barrier", inner)
                 elif name.startswith("rocdl.wmma"):
                     yield ("wmma", inner)
-                elif name == "llvm.load" and _ptr3(inner.operands[0]):
+                elif name == "llvm.load" and is_lds_ptr(inner.operands[0]):
                     yield ("ds_load", inner)
-                elif name == "llvm.store" and _ptr3(inner.operands[1]):
+                elif name == "llvm.store" and is_lds_ptr(inner.operands[1]):
                     yield ("ds_store", inner)
                 elif name.startswith("rocdl.") and ("wait" in name or "barrier" in name or "async" in name):
                     yield (name, inner)  # unexpected synchronisation: makes the comparison fail
@@ -190,7 +156,7 @@ def test_stage10_protocol(kind, waves, nb, compile_env):
 
     with _create_mlir_context():
         module = ir.Module.parse(stage10.read_text())
-        gmod, func = _gpu_func(module)
+        gmod, func = gpu_func(module)
         assert str(func.attributes["known_block_size"]) == f"array<i32: {32 * waves}, 1, 1>"
 
         # One dynamic LDS arena, sized by the launch.
@@ -199,7 +165,7 @@ def test_stage10_protocol(kind, waves, nb, compile_env):
             if op.operation.name == "llvm.mlir.global" and "addr_space = 3" in str(op)
         ]
         assert len(lds_globals) == 1 and "!llvm.array<0 x i8>" in str(lds_globals[0])
-        launch = [op for op in _walk(module.operation) if op.operation.name == "gpu.launch_func"]
+        launch = [op for op in walk(module.operation) if op.operation.name == "gpu.launch_func"]
         assert len(launch) == 1
         assert f"dynamic_shared_memory_size %c{cfg.lds_bytes}_i32" in str(launch[0])
 
@@ -259,19 +225,10 @@ def test_stage10_protocol(kind, waves, nb, compile_env):
         assert _g1_word(store, 4) == tm // waves
 
         # The async scale loads sit in wave-uniform `if wave == j % waves` branches.
-        ifs = [op for op in _walk(func) if op.operation.name == "scf.if"]
+        ifs = [op for op in walk(func) if op.operation.name == "scf.if"]
         assert len(ifs) == cfg.scale_jobs
         assert "rocdl.readfirstlane" in str(func) and "rocdl.wave.id" in str(func)
 
-
-def _isa(stage19: Path) -> str:
-    with _create_mlir_context():
-        module = ir.Module.parse(stage19.read_text())
-        PassManager.parse("builtin.module(gpu-module-to-binary{format=isa})").run(module.operation)
-        for op in module.body.operations:
-            if op.operation.name == "gpu.binary":
-                return gpu.ObjectAttr(op.attributes["objects"][0]).object.decode()
-    raise AssertionError("gpu-module-to-binary produced no gpu.binary")
 
 
 @pytest.mark.parametrize(
@@ -280,7 +237,7 @@ def _isa(stage19: Path) -> str:
 )
 def test_isa_for_gfx1250(kind, waves, nb, out, wmma, compile_env):
     folder = _compile(kind, waves, nb, compile_env, out=out)
-    isa = _isa(folder / "19_reconcile_unrealized_casts.mlir")
+    isa = isa_of(folder / "19_reconcile_unrealized_casts.mlir")
     assert '.amdgcn_target "amdgcn-amd-amdhsa-unknown-gfx1250"' in isa
     assert ".amdhsa_wavefront_size32 1" in isa
     for mnemonic in (

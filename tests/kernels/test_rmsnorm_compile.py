@@ -7,7 +7,6 @@ stage 19 must go through LLVM's gfx1250 code generator (ISA only: that needs
 no linker, while the full code object needs ld.lld, absent on most CI hosts).
 """
 
-import os
 import re
 from pathlib import Path
 
@@ -21,34 +20,19 @@ from ldssan.kernels import rmsnorm as R
 import ml_dtypes  # noqa: E402
 import torch  # noqa: E402
 from flydsl._mlir import ir  # noqa: E402
-from flydsl._mlir.dialects import gpu  # noqa: E402
-from flydsl._mlir.passmanager import PassManager  # noqa: E402
 from flydsl.compiler.diagnostics import DSLCompileError  # noqa: E402
 from flydsl.compiler.jit_function import _create_mlir_context  # noqa: E402
+
+from .compile_support import compile_only_env, gpu_func, is_lds_ptr, isa as isa_of, linker_present, walk  # noqa: E402
 
 _TORCH = {"bf16": torch.bfloat16, "f32": torch.float32}
 _NP = {"bf16": np.dtype(ml_dtypes.bfloat16), "f32": np.dtype(np.float32)}
 
 
-def _linker_present() -> bool:
-    root = Path(os.environ.get("ROCM_PATH") or "/opt/rocm")
-    return (root / "llvm" / "bin" / "ld.lld").exists()
-
 
 @pytest.fixture
 def compile_env(tmp_path, monkeypatch):
-    """COMPILE_ONLY + IR dumps into tmp_path; a private compile cache."""
-    dump = tmp_path / "dump"
-    monkeypatch.setenv("COMPILE_ONLY", "1")
-    monkeypatch.setenv("FLYDSL_GPU_ARCH", "gfx1250")
-    monkeypatch.setenv("ARCH", "gfx1250")
-    monkeypatch.setenv("FLYDSL_DUMP_IR", "1")
-    monkeypatch.setenv("FLYDSL_DUMP_DIR", str(dump))
-    monkeypatch.setenv("FLYDSL_RUNTIME_CACHE_DIR", str(tmp_path / "cache"))
-    # An earlier test in this process may have compiled the same specialisation;
-    # a fresh in-memory cache makes this call compile (and dump) again.
-    monkeypatch.setattr(R.launch_rmsnorm, "_mem_cache", {})
-    return dump
+    return compile_only_env(tmp_path, monkeypatch, R.launch_rmsnorm)
 
 
 def _compile(dtype: str, n: int, dump: Path) -> Path:
@@ -60,42 +44,15 @@ def _compile(dtype: str, n: int, dump: Path) -> Path:
         assert out.shape == x.shape and out.dtype == x.dtype
     except DSLCompileError as exc:
         # Without ld.lld only the final code-object link fails; stages 00-19 are written.
-        if _linker_present() or "lld" not in str(exc):
+        if linker_present() or "lld" not in str(exc):
             raise
     dirs = sorted(dump.glob("rmsnorm_kernel_*"))
     assert len(dirs) == 1, f"expected one kernel dump folder, got {dirs}"
     return dirs[0]
 
 
-def _gpu_func(module: ir.Module):
-    for top in module.body.operations:
-        if top.operation.name == "gpu.module":
-            for op in top.regions[0].blocks[0].operations:
-                if op.operation.name == "gpu.func":
-                    return top, op
-    raise AssertionError("no gpu.func in module")
 
 
-def _walk(op):
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                yield inner
-                yield from _walk(inner)
-
-
-def _ptr3(value) -> bool:
-    return str(value.type) == "!llvm.ptr<3>"
-
-
-def _isa(stage19: Path) -> str:
-    with _create_mlir_context():
-        module = ir.Module.parse(stage19.read_text())
-        PassManager.parse("builtin.module(gpu-module-to-binary{format=isa})").run(module.operation)
-        for op in module.body.operations:
-            if op.operation.name == "gpu.binary":
-                return gpu.ObjectAttr(op.attributes["objects"][0]).object.decode()
-    raise AssertionError("gpu-module-to-binary produced no gpu.binary")
 
 
 @pytest.mark.parametrize("n", [510, 4096, 8190])
@@ -112,7 +69,7 @@ def test_compiles_for_gfx1250(dtype, n, compile_env):
 
     with _create_mlir_context():
         module = ir.Module.parse(stage10.read_text())
-        gmod, func = _gpu_func(module)
+        gmod, func = gpu_func(module)
         assert str(func.attributes["known_block_size"]) == "array<i32: 256, 1, 1>"
 
         # Two LDS buffers: 8 partial slots (32 B) and the total (4 B).
@@ -125,13 +82,13 @@ def test_compiles_for_gfx1250(dtype, n, compile_env):
         # Program order of the LDS protocol (the body is structured, so textual
         # walk order is program order).
         events = []
-        for op in _walk(func):
+        for op in walk(func):
             name = op.operation.name
             if name == "gpu.barrier":
                 events.append(("barrier", str(op.location)))
-            elif name == "llvm.store" and _ptr3(op.operands[1]):
+            elif name == "llvm.store" and is_lds_ptr(op.operands[1]):
                 events.append(("st", str(op.location)))
-            elif name == "llvm.load" and _ptr3(op.operands[0]):
+            elif name == "llvm.load" and is_lds_ptr(op.operands[0]):
                 events.append(("ld", str(op.location)))
         kinds = [k for k, _ in events]
         assert kinds == ["st", "barrier", "ld", "st", "barrier", "ld"], kinds
@@ -141,7 +98,7 @@ def test_compiles_for_gfx1250(dtype, n, compile_env):
         for loc, line in zip(barrier_locs, (sites["publish_partials"], sites["publish_total"])):
             assert re.search(rf'"{re.escape(str(src))}":{line}:\d+', loc), (loc, line)
 
-        ops = [op.operation.name for op in _walk(func)]
+        ops = [op.operation.name for op in walk(func)]
         assert ops.count("gpu.shuffle") == 5 + 3  # 32-lane butterfly + 8-partial butterfly
         assert ops.count("rocdl.make.buffer.rsrc") == 3  # x row, y row, gamma
         assert "math.rsqrt" in ops
@@ -152,7 +109,7 @@ def test_compiles_for_gfx1250(dtype, n, compile_env):
         scalar = re.compile(r"rocdl\.raw\.ptr\.buffer\.load .* : " + ("i16" if dtype == "bf16" else "(f32|i32)") + "$", re.M)
         assert bool(scalar.search(body)) == bool(split["n_tail"])  # scalar tail path only when N % vec != 0
 
-    isa = _isa(stage19)
+    isa = isa_of(stage19)
     assert ".amdgcn_target \"amdgcn-amd-amdhsa-unknown-gfx1250\"" in isa
     assert ".amdhsa_wavefront_size32 1" in isa
     assert isa.count("s_barrier_signal -1") == 2 and isa.count("s_barrier_wait -1") == 2

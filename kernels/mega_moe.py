@@ -151,8 +151,7 @@ __all__ = [
     "MoeGemmConfig",
     "launch_combine",
     "launch_route",
-    "launch_stage1",
-    "launch_stage2",
+    "launch_grouped_gemm",
     "mega_moe",
     "mega_moe_reference",
     "moe_combine_kernel",
@@ -621,13 +620,8 @@ def moe_gemm_kernel(
         tile = nxt
 
 
-def _gemm_launch(args, stage, K, N, b_kind, tile_m, tile_n, tile_k, nb, grid, stream):
-    moe_gemm_kernel(*args, stage, K, N, b_kind, tile_m, tile_n, tile_k, nb).launch(
-        grid=(grid, 1, 1), block=(BLOCK, 1, 1), stream=stream)
-
-
 @flyc.jit
-def launch_stage1(
+def launch_grouped_gemm(
     A: fx.Tensor,
     B: fx.Tensor,
     BS: fx.Tensor,
@@ -639,6 +633,7 @@ def launch_stage1(
     R: fx.Int32,
     c_rows: fx.Int32,
     grid: fx.Int32,
+    stage: fx.Constexpr[int],
     K: fx.Constexpr[int],
     N: fx.Constexpr[int],
     b_kind: fx.Constexpr[str],
@@ -648,36 +643,10 @@ def launch_stage1(
     nb: fx.Constexpr[int],
     stream: fx.Stream = fx.Stream(None),
 ):
-    """Stage 1 (gate/up, SiLU*mul): ``grid`` persistent workgroups of 128 threads."""
-    _gemm_launch((A, B, BS, RMAP, TILE_E, META, COUNTER, C, R, c_rows), 1, K, N, b_kind, tile_m, tile_n, tile_k, nb,
-                 grid, stream)
-
-
-@flyc.jit
-def launch_stage2(
-    A: fx.Tensor,
-    B: fx.Tensor,
-    BS: fx.Tensor,
-    RMAP: fx.Tensor,
-    TILE_E: fx.Tensor,
-    META: fx.Tensor,
-    COUNTER: fx.Tensor,
-    C: fx.Tensor,
-    R: fx.Int32,
-    c_rows: fx.Int32,
-    grid: fx.Int32,
-    K: fx.Constexpr[int],
-    N: fx.Constexpr[int],
-    b_kind: fx.Constexpr[str],
-    tile_m: fx.Constexpr[int],
-    tile_n: fx.Constexpr[int],
-    tile_k: fx.Constexpr[int],
-    nb: fx.Constexpr[int],
-    stream: fx.Stream = fx.Stream(None),
-):
-    """Stage 2 (down projection, routing weight, scatter to (token, k) rows)."""
-    _gemm_launch((A, B, BS, RMAP, TILE_E, META, COUNTER, C, R, c_rows), 2, K, N, b_kind, tile_m, tile_n, tile_k, nb,
-                 grid, stream)
+    """``grid`` persistent workgroups of the grouped GEMM: stage 1 (gate/up, SiLU*mul) or
+    stage 2 (down projection, routing weight, scatter to (token, k) rows)."""
+    moe_gemm_kernel(A, B, BS, RMAP, TILE_E, META, COUNTER, C, R, c_rows, stage, K, N, b_kind, tile_m, tile_n,
+                    tile_k, nb).launch(grid=(grid, 1, 1), block=(BLOCK, 1, 1), stream=stream)
 
 
 # ---------------------------------------------------------------------------
@@ -824,11 +793,11 @@ def mega_moe(
     launch_route(router_logits, x, buf["xs"], buf["rowmap1"], buf["rowmap2"], buf["tile_expert"], buf["meta"],
                  buf["topk_ids"], buf["topk_weights"], t_, rows, n_exp, d, tile_m, scoring, bool(renormalize))
     grid = min(persistent, rows // tile_m * max(2 * inter, d) // tile_n)
-    launch_stage1(buf["xs"], _interleave_gate_up(w1), _interleave_gate_up(s1), buf["rowmap1"], buf["tile_expert"],
-                  buf["meta"], buf["counters"][0:1], buf["h"], rows, rows, grid, d, 2 * inter, b_kind, tile_m,
-                  tile_n, tile_k, nb)
-    launch_stage2(buf["h"], w2, s2, buf["rowmap2"], buf["tile_expert"], buf["meta"], buf["counters"][1:2],
-                  buf["y"], rows, t_ * TOPK, grid, inter, d, b_kind, tile_m, tile_n, tile_k, nb)
+    launch_grouped_gemm(buf["xs"], _interleave_gate_up(w1), _interleave_gate_up(s1), buf["rowmap1"],
+                        buf["tile_expert"], buf["meta"], buf["counters"][0:1], buf["h"], rows, rows, grid, 1, d,
+                        2 * inter, b_kind, tile_m, tile_n, tile_k, nb)
+    launch_grouped_gemm(buf["h"], w2, s2, buf["rowmap2"], buf["tile_expert"], buf["meta"], buf["counters"][1:2],
+                        buf["y"], rows, t_ * TOPK, grid, 2, inter, d, b_kind, tile_m, tile_n, tile_k, nb)
     launch_combine(buf["y"], out, t_, d)
     if return_intermediates:
         return out, buf
@@ -890,7 +859,7 @@ def _source_lines() -> list[str]:
 def _device_lines() -> list[tuple[int, str]]:
     lines = _source_lines()
     start = next(i for i, t in enumerate(lines) if t.startswith("def moe_route_kernel("))
-    end = next(i for i, t in enumerate(lines) if t.startswith("def _gemm_launch("))
+    end = next(i for i, t in enumerate(lines) if t.startswith("def launch_grouped_gemm("))
     return [(i + 1, lines[i].strip()) for i in range(start, end)]
 
 

@@ -95,8 +95,7 @@ class LocalMemory:
     def __init__(self, lds_bytes: int, n_groups: int, fill: int | None = None):
         self.lds_bytes = lds_bytes
         self.n_groups = n_groups
-        stride = (max(1, lds_bytes) + 3) // 4 * 4 if lds_bytes % 4 == 0 else max(1, lds_bytes)
-        self.data = np.zeros(stride * n_groups, dtype=np.uint8)
+        self.data = np.zeros(max(1, lds_bytes) * n_groups, dtype=np.uint8)
         # dword view for aligned accesses (4x fewer indices); None when groups are not 4-aligned
         self.words = self.data.view(np.uint32) if lds_bytes % 4 == 0 and self.data.size % 4 == 0 else None
         if fill is not None:

@@ -292,7 +292,7 @@ def _active(ctx, mask):
     return mask is ctx.mask and ctx.mask_full
 
 
-def lds_load(ctx, addr, dtype, count, mask, site=None):
+def lds_load(ctx, addr, dtype, count, mask):
     """ds_load: per-lane LDS byte offsets -> (L, count) elements (0 for inactive lanes)."""
     L = ctx.L
     addr = np.broadcast_to(np.asarray(addr, dtype=np.int64), (L,))

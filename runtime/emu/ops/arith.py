@@ -150,7 +150,6 @@ def mul_extended(t, op: Op) -> None:
     lo, hi = op.results
     bits = op.result_types[0].width
     fn = "extsi" if op.name == "arith.mulsi_extended" else "extui"
-    t.out(f"{t.tmp('w')} = None")
     t.out(f"_p = R.{fn}({a}, np.dtype('int64')) * R.{fn}({b}, np.dtype('int64'))")
     dt = _dtype_expr(op.result_types[0])
     t.out(f"{t.v(lo)} = np.asarray(R.trunci(_p, {dt}))[()]")

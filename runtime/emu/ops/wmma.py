@@ -72,7 +72,7 @@ def _types(op: Op):
     m = _NAME.match(op.name)
     if not m:
         return None
-    acc, K, ab = m.group(1), int(m.group(2)), m.group(3)
+    K, ab = int(m.group(2)), m.group(3)  # the accumulator type comes from the C operand
     parts = ab.split("_")
     a_t, b_t = (parts[0], parts[1]) if len(parts) == 2 else (parts[0], parts[0])
     if a_t not in _ELEM or b_t not in _ELEM:

@@ -17,9 +17,10 @@ from ldssan.passes.instrument import instrument_pass
 from ldssan.runtime.emu import frontend
 from ldssan.runtime.emu.frontend import EmuConfig
 from ldssan.runtime.emu.sched import Policy
+from ldssan.runtime.session import ShadowSession
 
 from . import config
-from .session import LaunchResult, SanitizerSession
+from .session import LaunchResult, decode_outcome
 
 
 class Collector:
@@ -60,8 +61,13 @@ def _make_config(policy, ring: int, batch: int, resident: int = 1) -> EmuConfig:
         policy = Policy.parse(policy)
     cfg = EmuConfig(policy=policy, batch=batch, resident=resident, sanitize=True, pass_options=f"ring={ring}")
 
-    def factory(sites_json, entry, view=None):
-        return SanitizerSession(sites_json, entry, view, ring_capacity=ring, on_result=collector().add)
+    add = collector().add
+
+    def on_finish(outcome):
+        add(decode_outcome(outcome, coverage=bool(config.get("coverage"))))
+
+    def factory(sites_json, entry, view):
+        return ShadowSession(sites_json, entry, view, ring_capacity=ring, on_finish=on_finish)
 
     cfg.sanitizer_factory = factory
     return cfg

@@ -21,13 +21,21 @@ class CopyKind(enum.IntEnum):
     FROM_LDS = 2  # the copy reads LDS (LDS -> global)
 
 
-class CounterId(enum.IntEnum):
+class Counter(enum.IntEnum):
+    """gfx1250 wait counters (per wave, in order within a type)."""
+
     DS = 0
     LOAD = 1
     STORE = 2
     ASYNC = 3
     TENSOR = 4
-    ASYNCMARK = 5  # wait.asyncmark N
+
+
+# The wait hook's counter operand for `wait.asyncmark N`: not a hardware counter.
+WAIT_ASYNCMARK = 5
+
+# Bytes per lane of the async copy ops, by their name suffix (`...async.to.lds.b32`).
+ASYNC_WIDTH_BYTES = {"b8": 1, "b32": 4, "b64": 8, "b128": 16}
 
 
 class BarrierForm(enum.IntEnum):
@@ -45,6 +53,26 @@ class BarrierForm(enum.IntEnum):
 ORDERINGS = {2: "monotonic", 4: "acquire", 5: "release", 6: "acq_rel", 7: "seq_cst"}
 SCOPES = ["", "workgroup", "workgroup-one-as", "agent", "agent-one-as", "wavefront",
           "wavefront-one-as", "cluster", "cluster-one-as", "one-as", "singlethread"]
+
+
+# Fence orderings that compile to counter waits on gfx1250 (docs/memory-model.md, fences).
+DRAINING_ORDERINGS = frozenset({"release", "acquire", "acq_rel", "seq_cst"})
+# Scopes narrower than the workgroup emit no dscnt wait; "*-one-as" fences never do.
+NON_DRAINING_SCOPES = frozenset({"singlethread", "wavefront"})
+
+
+def fence_drains(ordering: str, scope: str) -> bool:
+    """True when `llvm.fence ordering syncscope(scope)` waits dscnt/loadcnt/storecnt 0.
+
+    The one decision both the emulator (does a fence land queued ds stores?) and the
+    happens-before engine (does it drain the wave's outstanding ops?) use.
+    """
+    if ordering not in DRAINING_ORDERINGS:
+        return False
+    scope = scope.strip().lower()
+    if scope.endswith("one-as"):
+        return False
+    return scope not in NON_DRAINING_SCOPES
 
 
 def scope_id(scope: str) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .abi import BarrierForm, CopyKind, CounterId, DsKind
+from .abi import ASYNC_WIDTH_BYTES, WAIT_ASYNCMARK, BarrierForm, CopyKind, Counter, DsKind
 
 
 @dataclass(frozen=True)
@@ -55,9 +55,8 @@ _DS_KIND_NAME = {DsKind.READ: "ds_read", DsKind.WRITE: "ds_write", DsKind.ATOMIC
 _PTR_OPERAND = {"llvm.load": 0, "llvm.store": 1, "llvm.atomicrmw": 0, "llvm.cmpxchg": 0}
 _VALUE_OPERAND = {"llvm.store": 0, "llvm.atomicrmw": 1, "llvm.cmpxchg": 1}
 
-_ASYNC_BITS = {"b8": 1, "b32": 4, "b64": 8, "b128": 16}
 ASYNC_COPIES: dict[str, tuple[CopyKind, int, int]] = {}  # name -> (kind, LDS ptr operand, bytes)
-for _suffix, _nb in _ASYNC_BITS.items():
+for _suffix, _nb in ASYNC_WIDTH_BYTES.items():
     ASYNC_COPIES[f"rocdl.global.load.async.to.lds.{_suffix}"] = (CopyKind.TO_LDS, 1, _nb)
     ASYNC_COPIES[f"rocdl.cluster.load.async.to.lds.{_suffix}"] = (CopyKind.TO_LDS, 1, _nb)
     ASYNC_COPIES[f"rocdl.global.store.async.from.lds.{_suffix}"] = (CopyKind.FROM_LDS, 1, _nb)
@@ -65,9 +64,9 @@ for _suffix, _nb in _ASYNC_BITS.items():
 TDM_OPS = {"rocdl.tensor.load.to.lds": CopyKind.TO_LDS, "rocdl.tensor.store.from.lds": CopyKind.FROM_LDS}
 
 WAITS = {
-    "rocdl.s.wait.dscnt": CounterId.DS, "rocdl.s.wait.loadcnt": CounterId.LOAD,
-    "rocdl.s.wait.storecnt": CounterId.STORE, "rocdl.s.wait.asynccnt": CounterId.ASYNC,
-    "rocdl.s.wait.tensorcnt": CounterId.TENSOR, "rocdl.wait.asyncmark": CounterId.ASYNCMARK,
+    "rocdl.s.wait.dscnt": Counter.DS, "rocdl.s.wait.loadcnt": Counter.LOAD,
+    "rocdl.s.wait.storecnt": Counter.STORE, "rocdl.s.wait.asynccnt": Counter.ASYNC,
+    "rocdl.s.wait.tensorcnt": Counter.TENSOR, "rocdl.wait.asyncmark": WAIT_ASYNCMARK,
 }
 
 BARRIERS = {

@@ -30,7 +30,7 @@ def _ir():
 
 
 def _value_bytes(op, name: str) -> int:
-    from ldssan.runtime.emu.types import byte_size, parse_type
+    from ldssan.passes.ir.types import byte_size, parse_type
 
     if name == "llvm.load":
         t = op.results[0].type

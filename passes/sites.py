@@ -13,7 +13,7 @@ import functools
 import linecache
 import os
 
-from ldssan.runtime.emu.irview import Frame, convert_loc
+from ldssan.passes.ir.irview import Frame, convert_loc
 
 
 @functools.lru_cache(maxsize=1)

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import rt
-from .irview import Block, Function, Loc, ModuleView, Op
+from ldssan.passes.ir.irview import Block, Function, Loc, ModuleView, Op
 from .ops import load_all
-from .types import Type
+from ldssan.passes.ir.types import Type
 from .uniformity import analyze
 
 

@@ -24,7 +24,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from .irview import view_module
+from ldssan.passes.ir.irview import view_module
 from .launch import Launcher
 from .memory import GlobalMemory
 from .sched import Policy

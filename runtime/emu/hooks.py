@@ -6,7 +6,7 @@ and decodes TDM descriptors into LDS footprints.
 
 from __future__ import annotations
 
-from ldssan.passes.abi import ORDERINGS, SCOPES, BarrierForm, CounterId
+from ldssan.passes.abi import ORDERINGS, SCOPES, WAIT_ASYNCMARK, BarrierForm
 
 from ..shadow import AccessKind, CopyKind, Counter
 
@@ -44,7 +44,7 @@ class ShadowHooks:
 
     def wait(self, site, counter, n, mask):
         n &= 0xFFFF  # a 16-bit immediate, as the hardware reads it
-        if counter == CounterId.ASYNCMARK:
+        if counter == WAIT_ASYNCMARK:
             self.engine.wait_asyncmark(self.wave, site, n)
         else:
             self.engine.wait(self.wave, site, Counter(counter), n)

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .codegen import Program, translate
-from .irview import ModuleView
+from ldssan.passes.ir.irview import ModuleView
 from .memory import GlobalMemory, LocalMemory
 from .sched import BatchDivergence, Policy, Scheduler
-from .types import byte_size
+from ldssan.passes.ir.types import byte_size
 from .wave import WAVE, WaveCtx
 
 LDS_LIMIT = 327680  # gfx1250 addressable LDS per workgroup
@@ -198,7 +198,7 @@ def parse_module(text: str) -> ModuleView:
     from flydsl._mlir import ir
     from flydsl.compiler.jit_function import _create_mlir_context
 
-    from .irview import view_module
+    from ldssan.passes.ir.irview import view_module
 
     import hashlib
 

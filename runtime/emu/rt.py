@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from .memory import EmuMemoryError
-from .types import _FLOATS as DTYPES  # noqa: F401  (generated code names bf16/fp8 dtypes through R)
-from .types import UNSIGNED, parse_type
+from ldssan.passes.ir.types import _FLOATS as DTYPES  # noqa: F401  (generated code names bf16/fp8 dtypes through R)
+from ldssan.passes.ir.types import UNSIGNED, parse_type
 
 # ----------------------------------------------------------------------------- shapes
 

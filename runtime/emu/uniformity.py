@@ -13,7 +13,7 @@ along the lane axis.
 
 from __future__ import annotations
 
-from .irview import Block, Op
+from ldssan.passes.ir.irview import Block, Op
 
 # Ops whose results differ across lanes even when every operand is uniform.
 LANE_SOURCES = frozenset({

@@ -10,7 +10,8 @@ from ldssan.decode import decode
 from ldssan.hook import Collector
 from ldssan.passes.instrument import Instrumenter
 from ldssan.runtime.emu.launch import run_kernel
-from ldssan.session import SanitizerSession
+from ldssan.runtime.session import ShadowSession
+from ldssan.session import decode_outcome
 
 from ..emu.test_copies_wmma import ASYNC_KERNEL, _tdm_body
 from ..emu.test_ops import module
@@ -23,7 +24,7 @@ def sanitize_text(text: str, policy: str = "round-robin"):
     from flydsl._mlir import ir
     from flydsl.compiler.jit_function import _create_mlir_context
 
-    from ldssan.runtime.emu.irview import view_module
+    from ldssan.passes.ir.irview import view_module
 
     with _create_mlir_context():
         mod = ir.Module.parse(text)
@@ -31,7 +32,8 @@ def sanitize_text(text: str, policy: str = "round-robin"):
         view = view_module(mod)
     view.key = str(abs(hash(text)))
     col = Collector()
-    session = SanitizerSession(view.attrs["ldssan.sites"], "kern", view, ring_capacity=256, on_result=col.add)
+    session = ShadowSession(view.attrs["ldssan.sites"], "kern", view, ring_capacity=256,
+                            on_finish=lambda out: col.add(decode_outcome(out, coverage=False)))
     src = np.arange(100, 164, dtype=np.int32)
     run_kernel(view, "kern", grid=(1, 1, 1), block=(64, 1, 1), args=[np.zeros(64, np.int32), src],
                policy=policy, sanitizer=session)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..irview import DenseAttr, Op
-from ..types import Type
+from ldssan.passes.ir.irview import DenseAttr, Op
+from ldssan.passes.ir.types import Type
 from . import emits
 
 _BINARY = {

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..irview import Op
+from ldssan.passes.abi import ASYNC_WIDTH_BYTES
+from ldssan.passes.ir.irview import Op
 from ..wave import Copy
 from . import emits
-
-_ASYNC_BYTES = {"b8": 1, "b32": 4, "b64": 8, "b128": 16}
 
 
 @emits("rocdl.tensor.load.to.lds", "rocdl.tensor.store.from.lds")
@@ -28,7 +27,7 @@ def tensor_copy(t, op: Op) -> None:
 
 def _async_copy(t, op: Op) -> None:
     gptr, lptr = op.operands[:2]
-    nbytes = _ASYNC_BYTES[op.name.rsplit(".", 1)[1]]
+    nbytes = ASYNC_WIDTH_BYTES[op.name.rsplit(".", 1)[1]]
     offset = int(op.attr("offset", 0) or 0)
     to_lds = ".load." in op.name
     t.out(f"ctx.issue('async', R.AsyncCopy(ctx, {t.lanes(gptr)}, {t.lanes(lptr)}, {nbytes}, {offset}, "
@@ -37,7 +36,7 @@ def _async_copy(t, op: Op) -> None:
     t.out("yield ('issue', 'async')")
 
 
-for _suffix in _ASYNC_BYTES:
+for _suffix in ASYNC_WIDTH_BYTES:
     emits(f"rocdl.global.load.async.to.lds.{_suffix}", f"rocdl.global.store.async.from.lds.{_suffix}")(_async_copy)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..irview import Op, RawAttr
+from ldssan.passes.ir.irview import Op, RawAttr
 from . import emits
 
 _DIMS = {"x": 0, "y": 1, "z": 2}

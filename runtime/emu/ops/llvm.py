@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ..irview import Op
-from ..types import Type, byte_size
+from ldssan.passes.abi import ORDERINGS, fence_drains
+from ldssan.passes.ir.irview import Op
+from ldssan.passes.ir.types import Type, byte_size
 from . import EMITTERS, emits
 from .arith import _BINARY, _dtype_expr, binary, is_wide, lane_vector
 
@@ -173,9 +174,10 @@ def addrspacecast(t, op: Op) -> None:
 
 @emits("llvm.fence")
 def fence(t, op: Op) -> None:
-    # A workgroup fence compiles to s_wait_dscnt 0 (+ load/store counters) on gfx1250: the
-    # wave's queued ds stores land. A "-one-as" fence emits no dscnt wait.
-    if "one-as" not in str(op.attr("syncscope", "")):
+    # A draining fence compiles to s_wait_dscnt 0 (+ load/store counters) on gfx1250: the
+    # wave's queued ds stores land. The engine decides with the same function.
+    ordering = ORDERINGS.get(int(op.attr("ordering", 0) or 0), "")
+    if fence_drains(ordering, str(op.attr("syncscope", "") or "")):
         t.out("ctx.flush_ds()")
     else:
         t.out("pass")

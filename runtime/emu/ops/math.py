@@ -5,7 +5,7 @@ Transcendentals are exact in numpy and about 1 ulp on hardware: compare with a t
 
 from __future__ import annotations
 
-from ..irview import Op
+from ldssan.passes.ir.irview import Op
 from . import emits
 from .arith import _dtype_expr
 

@@ -7,7 +7,7 @@ Barriers and counter waits become `yield` events for the scheduler:
 
 from __future__ import annotations
 
-from ..irview import Op
+from ldssan.passes.ir.irview import Op
 from . import emits
 from .arith import _dtype_expr, lane_vector
 from .llvm import _count

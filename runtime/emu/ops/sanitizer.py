@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ldssan.passes.abi import HOOKS
 
-from ..irview import Op
+from ldssan.passes.ir.irview import Op
 from . import emits
 
 

@@ -8,7 +8,7 @@ lane is left, with a step budget so a runaway loop is an error, not a hang.
 
 from __future__ import annotations
 
-from ..irview import Block, Op
+from ldssan.passes.ir.irview import Block, Op
 from . import emits
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..irview import Op
+from ldssan.passes.ir.irview import Op
 from . import emits
 from .arith import _dtype_expr
 

@@ -16,7 +16,7 @@ import re
 import ml_dtypes
 import numpy as np
 
-from ..irview import Op
+from ldssan.passes.ir.irview import Op
 from . import emits
 
 _ELEM = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "f32": np.float32,

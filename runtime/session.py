@@ -1,0 +1,97 @@
+"""One sanitized host call on the virtual gfx1250: binds a happens-before engine to each
+batch of the executor's waves, and collects every engine's records in one ring.
+
+The Launcher duck-types this object (`begin_batch` / `end_batch`); the user-facing layer
+only sees what `finish` hands over: the ring's records, the site table JSON and the LDS
+buffers of the module.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Callable
+
+from ldssan.passes.ir.types import byte_size
+
+from .emu.hooks import ShadowHooks
+from .emu.launch import lds_layout
+from .records import NO_SITE, Ring
+from .shadow import ShadowEngine
+
+_launch_ids = itertools.count()
+
+
+@dataclass(frozen=True)
+class LdsBufferInfo:
+    """One LDS allocation of the module: its symbol, where it was allocated, its bytes."""
+
+    name: str
+    offset: int
+    size: int
+    file: str | None
+    line: int | None
+
+
+@dataclass(frozen=True)
+class SessionOutcome:
+    """What a finished sanitized call produced, for the decoder."""
+
+    entry: str
+    kernels: tuple[str, ...]
+    launch: int
+    ring: Ring
+    sites_json: str
+    coverage_json: str
+    buffers: tuple[LdsBufferInfo, ...]
+
+
+class ShadowSession:
+    def __init__(self, sites_json: str, entry: str, view, *, ring_capacity: int,
+                 on_finish: Callable[[SessionOutcome], None]):
+        self.sites_json = sites_json
+        self.entry = entry
+        self.view = view
+        self.ring = Ring(ring_capacity)
+        self.launch = next(_launch_ids)
+        self.on_finish = on_finish
+        self.engines: list[ShadowEngine] = []
+        self.kernels: list[str] = []
+
+    # -- called by the emulator's Launcher ------------------------------------------------------
+    def begin_batch(self, prog, waves, chunk, grid, lds_bytes):
+        gx, gy, _gz = grid
+        groups = [x + gx * (y + gy * z) for x, y, z in chunk]
+        engine = ShadowEngine(lds_bytes, len(waves), self.ring, groups=groups, launch=self.launch)
+        self.engines.append(engine)
+        if prog.name not in self.kernels:
+            self.kernels.append(prog.name)
+        for ctx in waves:
+            ctx.san = ShadowHooks(engine, ctx)
+            ctx.lds_oob_ok = True  # out-of-range LDS is reported as LDS031, not raised
+        return lambda ctx: engine.wave_end(ctx.wave, NO_SITE)
+
+    def end_batch(self) -> None:
+        """Every engine begun since the last call has run to its end."""
+        for engine in self.engines:
+            engine.finish()
+        self.engines = []
+
+    # -- called by the frontend once the host call returns ------------------------------------
+    def finish(self) -> None:
+        self.on_finish(SessionOutcome(
+            entry=self.entry, kernels=tuple(self.kernels), launch=self.launch, ring=self.ring,
+            sites_json=self.sites_json, coverage_json=self.view.attrs.get("ldssan.coverage", "{}"),
+            buffers=lds_buffers(self.view)))
+
+
+def lds_buffers(view) -> tuple[LdsBufferInfo, ...]:
+    """The module's LDS allocations in layout order, with their allocation frame."""
+    offsets, _total = lds_layout(view)
+    out = []
+    for name, off in offsets.items():
+        g = view.globals[name]
+        frame = g.loc.frame
+        out.append(LdsBufferInfo(name, off, byte_size(g.type),
+                                 frame.file if frame else None, frame.line if frame else None))
+    return tuple(out)

@@ -2,12 +2,21 @@
 
 Shared by `rmsnorm`, `gemm` and `mega_moe`: the compile target must be gfx1250 wave32, and
 a launch must have somewhere to go (a HIP runtime, or a launch interceptor such as ldssan's
-virtual gfx1250) — without one, FlyDSL's engine aborts the whole process.
+virtual gfx1250) — without one, FlyDSL's engine aborts the whole process. Every tensor a
+launch addresses is checked against the extent the launch will touch *before* the launch,
+so a bad size is an error with the outputs untouched, never a fault part-way through.
+
+Target selection: FlyDSL picks gfx1250 only when `FLYDSL_GPU_ARCH` (and `ARCH`) say so on
+a GPU-less host. Importing a bundled kernel sets nothing; `gfx1250_target` sets the
+variables the caller left unset for the duration of one launch and removes them afterwards
+(ldssan's virtual gfx1250 sets them itself while it is active).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 
 import ml_dtypes
 import numpy as np
@@ -15,6 +24,7 @@ import torch
 
 TARGET_ARCH = "gfx1250"
 WAVE_SIZE = 32  # gfx1250 is wave32 only
+ARCH_VARS = ("FLYDSL_GPU_ARCH", "ARCH")
 
 
 def check_target(kernel: str) -> None:
@@ -25,8 +35,22 @@ def check_target(kernel: str) -> None:
         raise RuntimeError(
             f"{kernel} is written for {TARGET_ARCH} (wave32), but FlyDSL targets {target.arch} "
             f"(wave{target.warp_size}); set FLYDSL_GPU_ARCH={TARGET_ARCH} and ARCH={TARGET_ARCH} "
-            f"(or unset them before importing ldssan.kernels.{kernel})"
+            f"(or leave them unset: the launcher then selects {TARGET_ARCH} for its launch)"
         )
+
+
+@contextlib.contextmanager
+def gfx1250_target(kernel: str):
+    """Compile and launch inside this block for gfx1250: the target variables the caller left
+    unset are set for the block only (then removed), and the resulting target is checked."""
+    missing = [v for v in ARCH_VARS if v not in os.environ]
+    os.environ.update({v: TARGET_ARCH for v in missing})
+    try:
+        check_target(kernel)
+        yield
+    finally:
+        for v in missing:
+            os.environ.pop(v, None)
 
 
 @functools.lru_cache(maxsize=1)
@@ -81,3 +105,42 @@ def as_numpy(x) -> np.ndarray:
             return x.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
         return x.numpy()
     return np.asarray(x)
+
+
+def launch(kernel: str, jit_fn, args: tuple, stream=None) -> None:
+    """Run a bundled kernel's FlyDSL launcher (bounds already checked) for gfx1250, refusing
+    when nothing could take the launch."""
+    with gfx1250_target(kernel):
+        check_can_launch(kernel)
+        if stream is None:
+            jit_fn(*args)
+        else:
+            jit_fn(*args, stream=stream)
+
+
+def check_tensor(kernel: str, name: str, t, dtype, shape, device=None) -> None:
+    """`t` is a contiguous torch tensor of exactly `shape` (and `dtype` / `device` when given)."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{kernel}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if dtype is not None and t.dtype != dtype:
+        raise TypeError(f"{kernel}: {name} dtype must be {dtype}, got {t.dtype}")
+    if tuple(t.shape) != tuple(shape):
+        raise ValueError(f"{kernel}: {name} must have shape {tuple(shape)}, got {tuple(t.shape)}")
+    if not t.is_contiguous():
+        raise ValueError(f"{kernel}: {name} must be contiguous, got strides {t.stride()}")
+    if device is not None and t.device != device:
+        raise ValueError(f"{kernel}: {name} is on {t.device} but x is on {device}")
+
+
+def check_rows(kernel: str, name: str, t, rows: int, row_shape: tuple[int, ...] = ()) -> None:
+    """A raw launch addresses `rows` rows of `row_shape` in `t`: `t` must hold them (more rows
+    are fine: the launch covers a prefix), contiguously, with exactly that row shape."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{kernel}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
+        raise ValueError(f"{kernel}: the row count for {name} must be an int >= 0, got {rows!r}")
+    if t.dim() != 1 + len(row_shape) or tuple(t.shape[1:]) != tuple(row_shape) or t.shape[0] < rows:
+        raise ValueError(f"{kernel}: the launch addresses {name} as {(rows, *row_shape)}, "
+                         f"but it has shape {tuple(t.shape)}")
+    if not t.is_contiguous():
+        raise ValueError(f"{kernel}: {name} must be contiguous, got strides {t.stride()}")

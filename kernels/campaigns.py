@@ -2,8 +2,11 @@
 
 The campaign protocol (`ldssan.mutate.target`) asks a kernel module for
 `ldssan_cases() -> list[ldssan.mutate.Case]`. The bundled kernels keep theirs here, so the
-kernel files stay untouched: `CAMPAIGNS` maps a module name to its case factory, and
-`ldssan mutate` looks a module up here when it defines no `ldssan_cases` itself.
+kernel files stay untouched: `CAMPAIGNS` maps a module name to its case factory (the list
+of bundled campaigns, e.g. for `benchmarks/campaign.py`), and each factory is registered
+with `ldssan.mutate.target.register_cases` when `ldssan.kernels` is imported — which a
+campaign worker does before it asks for cases. The dependency runs one way: kernels use the
+campaign API; `ldssan.mutate` never imports `ldssan.kernels`.
 
 Adding a kernel is one decorated function:
 
@@ -17,7 +20,7 @@ imports inside the factory: this module is imported by the campaign's parent pro
 which never imports FlyDSL. A registered module that does not exist yet is skipped by the
 campaign with a message.
 
-Inputs follow KERNELS_AND_BUGS.md §5: row scales that vary by 10^4 across rows, so a stale
+Inputs follow docs/bug-patterns.md ("Inputs"): row scales that vary by 10^4 across rows, so a stale
 or foreign partial sum changes the output visibly.
 """
 
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ldssan.mutate.target import Case
+from ldssan.mutate.target import Case, register_cases
 
 CAMPAIGNS: dict[str, Callable[[], list[Case]]] = {}
 
@@ -37,6 +40,7 @@ def campaign(module: str):
         if module in CAMPAIGNS:
             raise ValueError(f"campaign cases for {module!r} registered twice")
         CAMPAIGNS[module] = fn
+        register_cases(module, fn)
         return fn
 
     return register
@@ -86,7 +90,7 @@ def rmsnorm_cases() -> list[Case]:
 
 @campaign("ldssan.kernels.gemm")
 def gemm_cases() -> list[Case]:
-    """FP8 A8W8 GEMM, the "tiny-row" shape of KERNELS_AND_BUGS.md §5 (4 waves, 64x64x128
+    """FP8 A8W8 GEMM, a "tiny-row" shape small enough for the CPU (4 waves, 64x64x128
     tiles, nb=3, 65x128x512: a ragged M and K_TILES=4 so prologue, steady state and tail all
     run), with per-row scales from 1e-2 to 1e2 and per-column scales in [0.5, 1.5)."""
     import torch

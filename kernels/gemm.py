@@ -53,8 +53,8 @@ Copy engines:
 
 LDS protocol. Every synchronisation is one source line holding nothing but
 ``tdm_ops.tensor_wait(...)``, ``fx.gpu.barrier()`` or
-``fx.rocdl.s_wait_asynccnt(...)`` (``sync_sites()`` lists them), so a mutation
-tool can delete or rewrite exactly one of them:
+``fx.rocdl.s_wait_asynccnt(...)``, so a mutation tool can delete or rewrite exactly one
+of them (``ldssan.mutate.source.protocol_lines`` finds them):
 
 1. **prologue**: every wave issues its TDM loads of stages ``0 .. nb-2`` into slots
    ``0 .. nb-2``, then its share of the async scale loads.
@@ -116,9 +116,6 @@ Numerics (``gemm_reference``): per WMMA (a K block of 128 fp8 / 32 bf16 values)
 ``acc = f32(acc + exact block dot product)``; then ``(acc * sa) * sb`` in f32 and
 rounding to the output dtype.
 
-``sync_sites()`` / ``protocol_sites()`` give the line of every synchronisation and
-data-movement statement named above, for mutation tools.
-
 Shared pieces. ``kernels/mega_moe.py``'s persistent grouped GEMM runs this pipeline: the
 ring geometry is ``ring_layout`` (``RingLayout``; ``GemmConfig.ring``), the per-tile TDM stage
 issue, fragment loads and WMMA are ``RingPipeline`` (whose ``issue_stage`` / ``compute``
@@ -127,30 +124,25 @@ accumulation model is ``wmma_accumulate``. Each kernel keeps its own schedule an
 synchronisation lines. ``RingPipeline`` also runs bf16 A against FP8 B (bf16 WMMA, B
 fragments widened to bf16 exactly in registers), which ``gemm`` itself does not offer.
 
-Target selection: like ``kernels/rmsnorm.py`` this module sets
-``FLYDSL_GPU_ARCH``/``ARCH`` to gfx1250 (``setdefault``) before importing FlyDSL.
+Target selection: like ``kernels/rmsnorm.py``, importing sets no environment variable and
+a launch selects gfx1250 for itself (``kernels/_launch.py``); ``launch_gemm`` checks that
+the tensors hold what M, N and K address before anything runs.
 """
 
-import os
+from dataclasses import dataclass
 
-# Must run before `import flydsl` (see module docstring, "Target selection").
-os.environ.setdefault("FLYDSL_GPU_ARCH", "gfx1250")
-os.environ.setdefault("ARCH", "gfx1250")
+import torch
 
-from dataclasses import dataclass  # noqa: E402
-
-import torch  # noqa: E402
-
-import flydsl.compiler as flyc  # noqa: E402
-from ldssan.kernels._launch import check_can_launch, check_target  # noqa: E402
-from ldssan.kernels.gemm_reference import gemm_reference, wmma_accumulate  # noqa: E402,F401
-from ldssan.kernels.ring_pipeline import (  # noqa: E402,F401  (shared with mega_moe)
+import flydsl.compiler as flyc
+from ldssan.kernels._launch import check_rows, gfx1250_target, launch
+from ldssan.kernels.gemm_reference import gemm_reference, wmma_accumulate  # noqa: F401
+from ldssan.kernels.ring_pipeline import (  # noqa: F401  (shared with mega_moe)
     _WMMA_K, LDS_BYTES_MAX, LDS_PAD_BYTES, TDM_PER_WAVE, WAVE_SIZE, RingLayout,
     RingPipeline, _align, _concat, _lds_load_b128, _lds_load_f32, _lds_store_b128, _min_i32, ring_layout,
 )
-import flydsl.expr as fx  # noqa: E402
-from flydsl.expr import const_expr, range_constexpr  # noqa: E402
-from flydsl.expr.rocdl import tdm_ops  # noqa: E402
+import flydsl.expr as fx
+from flydsl.expr import const_expr, range_constexpr
+from flydsl.expr.rocdl import tdm_ops
 
 __all__ = [
     "ASYNC_OUTSTANDING",
@@ -167,9 +159,7 @@ __all__ = [
     "gemm_kernel",
     "gemm_reference",
     "launch_gemm",
-    "protocol_sites",
     "ring_layout",
-    "sync_sites",
     "wmma_accumulate",
 ]
 
@@ -387,7 +377,7 @@ def gemm_kernel(
 
 
 @flyc.jit
-def launch_gemm(
+def _launch_gemm(
     A: fx.Tensor,
     B: fx.Tensor,
     C: fx.Tensor,
@@ -413,6 +403,17 @@ def launch_gemm(
         block=(WAVE_SIZE * waves, 1, 1),
         stream=stream,
     )
+
+
+def launch_gemm(A, B, C, SA, SB, M: int, N: int, K: int, grid_m: int, grid_n: int, kind: str, out: str,
+                tile_m: int, tile_n: int, tile_k: int, waves: int, nb: int, stream=None) -> None:
+    """The raw launch after checking that A holds M x K, B N x K, C M x N, SA M and SB N
+    elements, so a bad size is an error before any tile is stored."""
+    for name, t, rows, row in (("A", A, M, (K,)), ("B", B, N, (K,)), ("C", C, M, (N,)), ("SA", SA, M, ()),
+                               ("SB", SB, N, ())):
+        check_rows("gemm", name, t, rows, row)
+    launch("gemm", _launch_gemm, (A, B, C, SA, SB, M, N, K, grid_m, grid_n, kind, out, tile_m, tile_n, tile_k,
+                                  waves, nb), stream)
 
 
 # ---------------------------------------------------------------------------
@@ -517,89 +518,15 @@ def gemm(
             raise ValueError(f"gemm: out must be contiguous, got strides {out.stride()}")
         if out.device != a.device:
             raise ValueError(f"gemm: out is on {out.device} but a is on {a.device}")
-    check_target("gemm")
     if out is None:
         out = torch.empty(m, n, dtype=out_dtype, device=a.device)
-    if m == 0 or n == 0:
-        return out
-    if scale_a is None:
-        scale_a = torch.ones(m, dtype=torch.float32, device=a.device)
-    if scale_b is None:
-        scale_b = torch.ones(n, dtype=torch.float32, device=a.device)
-    check_can_launch("gemm")
-    grid_m = -(-m // tile_m)
-    grid_n = -(-n // tile_n)
-    launch_gemm(a, b, out, scale_a, scale_b, m, n, k, grid_m, grid_n, kind, out_kind, tile_m, tile_n, tile_k, waves, nb)
+    with gfx1250_target("gemm"):  # checks the target even when there is nothing to launch
+        if m == 0 or n == 0:
+            return out
+        if scale_a is None:
+            scale_a = torch.ones(m, dtype=torch.float32, device=a.device)
+        if scale_b is None:
+            scale_b = torch.ones(n, dtype=torch.float32, device=a.device)
+        launch_gemm(a, b, out, scale_a, scale_b, m, n, k, -(-m // tile_m), -(-n // tile_n), kind, out_kind, tile_m,
+                    tile_n, tile_k, waves, nb)
     return out
-
-
-# ---------------------------------------------------------------------------
-
-_SYNC_PREFIXES = {
-    "wait": "tdm_ops.tensor_wait(",
-    "barrier": "fx.gpu.barrier()",
-    "async_wait": "fx.rocdl.s_wait_asynccnt(",
-}
-_SYNC_ORDER = (
-    ("steady_wait", "wait"),
-    ("steady_barrier", "barrier"),
-    ("drain_wait", "wait"),
-    ("drain_barrier", "barrier"),
-    ("scale_wait", "async_wait"),
-    ("epilogue_barrier", "barrier"),
-    ("c_publish_barrier", "barrier"),
-    ("store_wait", "wait"),
-)
-_ISSUE_SITES = {
-    "prologue_issue": "_issue_stage(s)",
-    "scale_issue": "_scale_job(j)",
-    "prefetch_issue": "_issue_stage(kt + nb - 1)",
-    "steady_compute": "_compute(kt % nb)",
-    "drain_compute": "_compute((n_steady + j) % nb)",
-    "tdm_store": "fx.copy(atomC, c_lds, gC)",
-}
-
-
-def _kernel_lines() -> list[tuple[int, str]]:
-    with open(__file__, encoding="utf-8") as f:
-        lines = f.read().splitlines()
-    start = next(i for i, t in enumerate(lines) if t.startswith("def gemm_kernel("))
-    end = next(i for i, t in enumerate(lines) if i > start and t.startswith("@flyc.jit"))
-    return [(i + 1, lines[i].strip()) for i in range(start, end)]
-
-
-def sync_sites() -> dict[str, int]:
-    """Source line numbers (in this file) of the kernel's synchronisations, by role.
-
-    Each line holds exactly one statement: ``tdm_ops.tensor_wait(...)``,
-    ``fx.gpu.barrier()`` or ``fx.rocdl.s_wait_asynccnt(...)``. Roles (program order):
-    ``steady_wait``, ``steady_barrier``, ``drain_wait``, ``drain_barrier``,
-    ``scale_wait``, ``epilogue_barrier``, ``c_publish_barrier``, ``store_wait``.
-    """
-    found = [
-        (line, kind)
-        for line, text in _kernel_lines()
-        for kind, prefix in _SYNC_PREFIXES.items()
-        if text.startswith(prefix)
-    ]
-    kinds = tuple(k for _, k in found)
-    if kinds != tuple(k for _, k in _SYNC_ORDER):
-        raise RuntimeError(f"unexpected synchronisation lines in {__file__}: {found}")
-    return {name: line for (name, _), (line, _) in zip(_SYNC_ORDER, found)}
-
-
-def protocol_sites() -> dict[str, int]:
-    """``sync_sites()`` plus the data-movement lines a mutation may edit.
-
-    ``prologue_issue`` (TDM stages 0..nb-2), ``scale_issue`` (async scale jobs),
-    ``prefetch_issue`` (stage kt+nb-1 in the steady loop), ``steady_compute`` /
-    ``drain_compute`` (the slot read), ``tdm_store`` (the C TDM store).
-    """
-    sites = dict(sync_sites())
-    lines = _kernel_lines()
-    for name, text in _ISSUE_SITES.items():
-        hits = [line for line, t in lines if t == text]
-        if len(hits) != 1:
-            raise RuntimeError(f"expected one line {text!r} in {__file__}, found {hits}")
-        sites[name] = hits[0]
-    return sites

@@ -40,7 +40,7 @@ i32 ``[m-tiles, rows used, 0, 0]``; ``topk_ids`` (T, 2) i32, ``topk_weights`` (T
 LDS protocol A, the route kernel (one workgroup, 128 threads; token t is handled by lane
 t // 4 of wave t % 4, so every wave takes part even for a few tokens). LDS: i32 arrays
 ``count[E]``, ``cursor[E]``, ``base[E+1]``, ``slot[2T]`` in one arena. Phases separated by
-barriers (each barrier one ``fx.gpu.barrier()`` line; lines in ``sync_sites()``):
+barriers (each barrier one ``fx.gpu.barrier()`` line):
 
 * INIT: threads e < E zero ``count[e]`` and ``cursor[e]`` -> ``init_barrier``;
 * scores and top-2 in registers; COUNT: ``fx.atomic_add(count[e_k], 1)`` (LDS atomics,
@@ -87,19 +87,16 @@ N / tile_n`` (m-tiles from ``meta``), the expert of an item is ``tile_expert[m-t
     ``(acc * scale) * weight`` (f32) to row ``dst`` of Y; rows with dst < 0 are skipped.
 
 Stage 1's B operand is W1 with gate and up rows interleaved in blocks of 16 (the launcher's
-``_interleave_gate_up``), so each wave's accumulator pairs (2p, 2p+1) hold the gate and the
+``interleave_gate_up``), so each wave's accumulator pairs (2p, 2p+1) hold the gate and the
 up columns of the same 16 outputs: ``h = silu(g) * u = (g / (exp2(-g log2 e) + 1)) * u``.
 Indices read back from memory (a dispatch row, a rowmap ``dst``, the tile word) are checked
 against their range before they address a store, as a buffer store's bounds would: only a
 broken protocol produces one out of range, and then the sanitizer reports it instead of the
 emulator stopping at a wild store.
 
-The bug sites the tests plant (one line each; ``protocol_sites()`` gives the lines):
-``tile_read_barrier`` deleted (a lagging wave reads the *next* index: aiter #6127 class,
-LDS002); ``tile_word`` placed at offset 0 of the ring, inside A of slot 0 (``tile_word =
-lds_addr``: the stage-0 TDM overwrites the index, LDS012); ``count_barrier`` deleted
-(RESERVE reads counts that other waves' atomics have not published, LDS001); the
-``rowmap_read`` line moved above ``rowmap_wait`` (LDS010).
+Planted bugs (tests/sanitizer/test_mega_moe_bugs.py): ``tile_read_barrier`` deleted (aiter
+#6127 class, LDS002); ``tile_word`` inside ring slot 0 (LDS012); ``count_barrier`` deleted
+(LDS001); ``rowmap_read`` moved above ``rowmap_wait`` (LDS010).
 
 Numerics (``mega_moe_reference``): scores in f32 as the kernel computes them (softmax: max,
 ``exp2((l - max) * log2 e)``, a left-to-right sum, division; sigmoid: ``1 / (1 + exp2(-l *
@@ -109,132 +106,36 @@ of the output. On the virtual gfx1250 the kernel matches the reference bit for b
 hardware ``exp2`` is approximate (about 1 ulp), so compare at bf16 precision (a near-tie of
 two scores may then also pick a different expert).
 
-Target selection: like ``kernels/gemm.py``, ``FLYDSL_GPU_ARCH`` / ``ARCH`` default to gfx1250.
+NaN/Inf router logits propagate as in the reference (not rejected): scores follow IEEE
+arithmetic and top-2 ranks NaN below every number (``_beats``), so such a token's weights and
+output row are NaN. Sizes, limits, the LDS layout and the argument checks: ``mega_moe_config``.
 """
 
-import os
+import torch
 
-# Must run before `import flydsl` (see module docstring, "Target selection").
-os.environ.setdefault("FLYDSL_GPU_ARCH", "gfx1250")
-os.environ.setdefault("ARCH", "gfx1250")
+import flydsl.compiler as flyc
+import flydsl.expr as fx
+from flydsl._mlir import ir
+from flydsl.expr import const_expr, range_constexpr
+from flydsl.expr.rocdl import tdm_ops
+from flydsl.expr.typing import Vector as Vec
 
-from dataclasses import dataclass  # noqa: E402
-
-import torch  # noqa: E402
-
-import flydsl.compiler as flyc  # noqa: E402
-import flydsl.expr as fx  # noqa: E402
-from flydsl._mlir import ir  # noqa: E402
-from flydsl.expr import const_expr, range_constexpr  # noqa: E402
-from flydsl.expr.rocdl import tdm_ops  # noqa: E402
-from flydsl.expr.typing import Vector as Vec  # noqa: E402
-
-from ldssan.kernels._launch import check_can_launch, check_target  # noqa: E402
-from ldssan.kernels.ring_pipeline import (  # noqa: E402
-    LDS_BYTES_MAX,
-    TDM_PER_WAVE,
-    RingLayout,
-    RingPipeline,
-    _lds_load_f32,
-    _lds_ptr_type,
-    _min_i32,
-    ring_layout,
+from ldssan.kernels._launch import check_can_launch, gfx1250_target
+from ldssan.kernels.mega_moe_config import (  # noqa: F401  (re-exported: the public sizes)
+    BLOCK, DEFAULTS, MAX_EXPERTS, MAX_TOKENS, TILE_MS, WAVE_SIZE, WAVES, MoeGemmConfig, check_problem,
+    interleave_gate_up, moe_gemm_config, rows_max,
 )
-from ldssan.kernels.mega_moe_reference import LOG2E, TOPK, mega_moe_reference, route_reference  # noqa: E402,F401
+from ldssan.kernels.mega_moe_reference import LOG2E, TOPK, mega_moe_reference, route_reference  # noqa: F401
+from ldssan.kernels.ring_pipeline import TDM_PER_WAVE, RingPipeline, _lds_load_f32, _lds_ptr_type, _min_i32
 
-__all__ = [
-    "ASYNC_OUTSTANDING",
-    "MAX_EXPERTS",
-    "MAX_TOKENS",
-    "TILE_MS",
-    "TOPK",
-    "MoeGemmConfig",
-    "launch_combine",
-    "launch_route",
-    "launch_grouped_gemm",
-    "mega_moe",
-    "mega_moe_reference",
-    "moe_combine_kernel",
-    "moe_gemm_config",
-    "moe_gemm_kernel",
-    "moe_route_kernel",
-    "protocol_sites",
-    "route_reference",
-    "rows_max",
-    "sync_sites",
-]
+__all__ = ["ASYNC_OUTSTANDING", "MAX_EXPERTS", "MAX_TOKENS", "TILE_MS", "TOPK", "MoeGemmConfig", "launch_combine",
+           "launch_route", "launch_grouped_gemm", "mega_moe", "mega_moe_reference", "moe_combine_kernel",
+           "moe_gemm_config", "moe_gemm_kernel", "moe_route_kernel", "route_reference", "rows_max"]
 
-WAVE_SIZE = 32
-WAVES = 4  # every kernel: 4 waves (128 threads); the GEMM's grid is 1 x 4 or 2 x 2 (tile_m 16 / 32)
-BLOCK = WAVE_SIZE * WAVES
-TARGET_ARCH = "gfx1250"
-MAX_EXPERTS = 8
-MAX_TOKENS = 64  # the route kernel gives each token one thread of its single workgroup
-TILE_MS = (16, 32)  # rows of an m-tile (the expert-segment granule); wave grids 1 x 4 and 2 x 2
 ASYNC_OUTSTANDING = 0  # rowmap words a wave may leave in flight at the epilogue barrier
-DEFAULTS = {"tile_m": 16, "tile_n": 128, "tile_k": 64, "nb": 3, "persistent": 4}
-
-_TORCH_W = {torch.bfloat16: "bf16", torch.float8_e4m3fn: "fp8"}
-_SCORING = ("softmax", "sigmoid")
 
 
-def rows_max(tokens: int, experts: int, tile_m: int = DEFAULTS["tile_m"]) -> int:
-    """Rows of the expert-sorted buffers: every pair plus the worst-case padding."""
-    return -(-(TOPK * tokens + experts * (tile_m - 1)) // tile_m) * tile_m
-
-
-# ---------------------------------------------------------------------------
-# Configuration of the grouped GEMM (pure Python)
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class MoeGemmConfig:
-    """One specialisation of ``moe_gemm_kernel`` (sizes in bytes unless noted)."""
-
-    stage: int  # 1: gate/up + SiLU*mul, 2: down projection + routing weight
-    K: int  # elements
-    N: int  # B rows per expert (stage 1: 2I, gate/up interleaved; stage 2: D)
-    ring: RingLayout
-    k_tiles: int
-    n_steady: int  # steady-state iterations: max(k_tiles - (nb - 1), 0)
-    rowmap_off: int
-    rowmap_jobs: int  # async wave-jobs of 32 words that fill the rowmap (tile_m x [dst, weight])
-    tile_word_off: int
-    lds_bytes: int
-
-    @property
-    def tile_m(self) -> int:
-        return self.ring.tile_m
-
-
-def moe_gemm_config(stage: int, K: int, N: int, b_kind: str, tile_m: int, tile_n: int, tile_k: int,
-                    nb: int) -> MoeGemmConfig:
-    """Validate a grouped-GEMM specialisation and derive its LDS layout (ValueError with the reason)."""
-    if stage not in (1, 2):
-        raise ValueError(f"mega_moe: stage must be 1 or 2, got {stage!r}")
-    if tile_m not in TILE_MS:
-        raise ValueError(f"mega_moe: tile_m must be one of {TILE_MS}, got {tile_m!r}")
-    lay = ring_layout("bf16", b_kind, tile_m, tile_n, tile_k, WAVES, nb, m_waves=tile_m // 16, who="mega_moe")
-    if stage == 1 and (tile_n // lay.n_waves) % 32:
-        raise ValueError(f"mega_moe: stage 1 needs tile_n / {lay.n_waves} (one wave's columns) to be a multiple "
-                         f"of 32 (gate/up block pairs), got tile_n={tile_n}")
-    if K % tile_k or N % tile_n:
-        raise ValueError(f"mega_moe: K={K} and N={N} must be multiples of tile_k={tile_k} and tile_n={tile_n}")
-    k_tiles = K // tile_k
-    rowmap_off = -(-lay.ring_bytes // 128) * 128
-    tile_word_off = rowmap_off + tile_m * 8
-    lds = tile_word_off + 16
-    if lds > LDS_BYTES_MAX:
-        raise ValueError(f"mega_moe: the tile needs {lds} B of LDS, above the gfx1250 limit of {LDS_BYTES_MAX} B")
-    return MoeGemmConfig(stage=stage, K=K, N=N, ring=lay, k_tiles=k_tiles, n_steady=max(k_tiles - (nb - 1), 0),
-                         rowmap_off=rowmap_off, rowmap_jobs=tile_m * 2 // WAVE_SIZE, tile_word_off=tile_word_off,
-                         lds_bytes=lds)
-
-
-# ---------------------------------------------------------------------------
-# Device helpers (straight-line code: no dynamic control flow)
-# ---------------------------------------------------------------------------
+# ---- Device helpers (straight-line code: no dynamic control flow) ----
 
 
 def _uniform(x):
@@ -291,17 +192,21 @@ def _scores(Logits, tok, E: int, scoring: str):
     return [v / s for v in ex]
 
 
-def _top2(score, renorm: bool):
-    """(e0, w0, e1, w1): the two largest scores, first index on ties (strict '>').
+def _beats(p, b):
+    """Score ``p`` ranks above ``b``: larger, or a number against a NaN (NaN ranks last)."""
+    return (p > b) | ((b != b) & (p == p))
 
-    Scores are >= 0 (softmax or sigmoid), so -1 is below every one of them."""
-    b0 = fx.Float32(-1.0)
-    b1 = fx.Float32(-1.0)
-    i0 = fx.Int32(0)
-    i1 = fx.Int32(0)
-    for e, p in enumerate(score):
-        gt0 = p > b0
-        gt1 = p > b1
+
+def _top2(score, renorm: bool):
+    """(e0, w0, e1, w1): the two highest-ranked scores (``_beats``), the lower index first on
+    ties and among NaNs, as the reference's stable descending sort."""
+    first = _beats(score[1], score[0])
+    b0, i0 = first.select(score[1], score[0]), first.select(fx.Int32(1), fx.Int32(0))
+    b1, i1 = first.select(score[0], score[1]), first.select(fx.Int32(0), fx.Int32(1))
+    for e in range_constexpr(2, len(score)):
+        p = score[e]
+        gt0 = _beats(p, b0)
+        gt1 = _beats(p, b1)
         nb1 = gt0.select(b0, gt1.select(p, b1))
         ni1 = gt0.select(i0, gt1.select(fx.Int32(e), i1))
         b0 = gt0.select(p, b0)
@@ -319,9 +224,7 @@ def _rowmap_entry(RMAP, row, dst, weight):
     fx.ptr_store(weight, _gptr(RMAP, row * 2 + 1, 4, fx.Float32))
 
 
-# ---------------------------------------------------------------------------
-# Kernel 1: routing (protocol A)
-# ---------------------------------------------------------------------------
+# ---- Kernel 1: routing (protocol A) ----
 
 
 # The route kernel's LDS (byte offsets of i32 arrays in one arena)
@@ -478,9 +381,7 @@ def launch_route(
                      renorm).launch(grid=(1, 1, 1), block=(BLOCK, 1, 1), stream=stream)
 
 
-# ---------------------------------------------------------------------------
-# Kernel 2: the persistent grouped GEMM (protocol B), stages 1 and 2
-# ---------------------------------------------------------------------------
+# ---- Kernel 2: the persistent grouped GEMM (protocol B), stages 1 and 2 ----
 
 
 @flyc.kernel(known_block_size=[BLOCK, 1, 1])
@@ -649,9 +550,7 @@ def launch_grouped_gemm(
                     tile_k, nb).launch(grid=(grid, 1, 1), block=(BLOCK, 1, 1), stream=stream)
 
 
-# ---------------------------------------------------------------------------
-# Kernel 3: combine
-# ---------------------------------------------------------------------------
+# ---- Kernel 3: combine ----
 
 
 @flyc.kernel(known_block_size=[BLOCK, 1, 1])
@@ -673,29 +572,7 @@ def launch_combine(Y: fx.Tensor, OUT: fx.Tensor, T: fx.Int32, D: fx.Constexpr[in
     moe_combine_kernel(Y, OUT, D).launch(grid=(T, 1, 1), block=(BLOCK, 1, 1), stream=stream)
 
 
-# ---------------------------------------------------------------------------
-# Python launcher
-# ---------------------------------------------------------------------------
-
-
-def _tensor(name, t, dtype, shape, device):
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"mega_moe: {name} must be a torch.Tensor, got {type(t).__name__}")
-    if dtype is not None and t.dtype != dtype:
-        raise TypeError(f"mega_moe: {name} dtype must be {dtype}, got {t.dtype}")
-    if tuple(t.shape) != tuple(shape):
-        raise ValueError(f"mega_moe: {name} must have shape {tuple(shape)}, got {tuple(t.shape)}")
-    if not t.is_contiguous():
-        raise ValueError(f"mega_moe: {name} must be contiguous, got strides {t.stride()}")
-    if device is not None and t.device != device:
-        raise ValueError(f"mega_moe: {name} is on {t.device} but x is on {device}")
-
-
-def _interleave_gate_up(w: torch.Tensor) -> torch.Tensor:
-    """(E, 2I, ...) gate rows then up rows -> blocks of 16 gate rows and 16 up rows alternating."""
-    e, n2 = w.shape[:2]
-    rest = tuple(w.shape[2:])
-    return w.reshape(e, 2, n2 // 32, 16, *rest).transpose(1, 2).reshape(e, n2, *rest).contiguous()
+# ---- Python launcher ----
 
 
 def mega_moe(
@@ -730,171 +607,42 @@ def mega_moe(
     (``topk_ids``, ``topk_weights``, ``xs``, ``h``, ``y``, ``rowmap1`` / ``rowmap2`` (rows, 2)
     i32 [dst, weight bits], ``tile_expert``, ``meta``, ``counters``).
     """
-    if not isinstance(x, torch.Tensor) or x.dim() != 2:
-        raise ValueError("mega_moe: x must be a 2-D (T, D) torch.Tensor")
-    _tensor("x", x, torch.bfloat16, x.shape, None)
-    t_, d = x.shape
-    dev = x.device
-    if not isinstance(router_logits, torch.Tensor) or router_logits.dim() != 2:
-        raise ValueError("mega_moe: router_logits must be a 2-D (T, E) torch.Tensor")
-    n_exp = router_logits.shape[1]
-    _tensor("router_logits", router_logits, torch.float32, (t_, n_exp), dev)
-    if not TOPK <= n_exp <= MAX_EXPERTS:
-        raise ValueError(f"mega_moe: the number of experts must be in [{TOPK}, {MAX_EXPERTS}], got {n_exp}")
-    if not 1 <= t_ <= MAX_TOKENS:
-        raise ValueError(f"mega_moe: tokens (x.shape[0]) must be in [1, {MAX_TOKENS}], got {t_}")
-    if d % 256:
-        raise ValueError(f"mega_moe: model_dim (x.shape[1]) must be a multiple of 256, got {d}")
-    if not isinstance(w1, torch.Tensor) or w1.dim() != 3:
-        raise ValueError("mega_moe: w1 must be a 3-D (E, 2I, D) torch.Tensor")
-    if w1.dtype not in _TORCH_W:
-        raise TypeError(f"mega_moe: w1 dtype must be torch.bfloat16 or torch.float8_e4m3fn, got {w1.dtype}")
-    b_kind = _TORCH_W[w1.dtype]
-    inter = w1.shape[1] // 2
-    if inter <= 0 or inter % 64:
-        raise ValueError(f"mega_moe: inter_dim (w1.shape[1] / 2) must be a positive multiple of 64, got {inter}")
-    _tensor("w1", w1, None, (n_exp, 2 * inter, d), dev)
-    _tensor("w2", w2, w1.dtype, (n_exp, d, inter), dev)
-    if scoring not in _SCORING:
-        raise ValueError(f"mega_moe: scoring must be 'softmax' or 'sigmoid', got {scoring!r}")
-    for name, v in (("persistent", persistent), ("tile_m", tile_m), ("tile_n", tile_n), ("tile_k", tile_k),
-                    ("nb", nb)):
-        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-            raise ValueError(f"mega_moe: {name} must be a positive int, got {v!r}")
-    # both specialisations are validated before anything is launched
-    moe_gemm_config(1, d, 2 * inter, b_kind, tile_m, tile_n, tile_k, nb)
-    moe_gemm_config(2, inter, d, b_kind, tile_m, tile_n, tile_k, nb)
-    ones = None
-    if w1_scale is None or w2_scale is None:
-        ones = torch.ones(n_exp, max(2 * inter, d), dtype=torch.float32, device=dev)
-    s1 = ones[:, : 2 * inter].contiguous() if w1_scale is None else w1_scale
-    s2 = ones[:, :d].contiguous() if w2_scale is None else w2_scale
-    _tensor("w1_scale", s1, torch.float32, (n_exp, 2 * inter), dev)
-    _tensor("w2_scale", s2, torch.float32, (n_exp, d), dev)
-    if out is not None:
-        _tensor("out", out, torch.bfloat16, (t_, d), dev)
-    check_target("mega_moe")
+    p = check_problem(x, router_logits, w1, w2, w1_scale, w2_scale, scoring,
+                      dict(persistent=persistent, tile_m=tile_m, tile_n=tile_n, tile_k=tile_k, nb=nb), out)
     if out is None:
-        out = torch.empty(t_, d, dtype=torch.bfloat16, device=dev)
-    check_can_launch("mega_moe")
+        out = torch.empty(p.tokens, p.model_dim, dtype=torch.bfloat16, device=x.device)
+    with gfx1250_target("mega_moe"):
+        check_can_launch("mega_moe")
+        buf = _launch_all(p, x, router_logits, w1, w2, out, scoring, bool(renormalize), persistent,
+                          (tile_m, tile_n, tile_k, nb))
+    return (out, buf) if return_intermediates else out
 
+
+def _launch_all(p, x, router_logits, w1, w2, out, scoring: str, renorm: bool, persistent: int, geometry) -> dict:
+    """The four launches of a checked problem ``p``; returns the device buffers."""
+    t_, n_exp, d, inter = p.tokens, p.experts, p.model_dim, p.inter_dim
+    tile_m, tile_n, tile_k, nb = geometry
     rows = rows_max(t_, n_exp, tile_m)
-    i32 = dict(dtype=torch.int32, device=dev)
-    f32 = dict(dtype=torch.float32, device=dev)
+    i32 = dict(dtype=torch.int32, device=x.device)
+    f32 = dict(dtype=torch.float32, device=x.device)
+    bf16 = dict(dtype=torch.bfloat16, device=x.device)
     buf = {
-        "xs": torch.zeros(rows, d, dtype=torch.bfloat16, device=dev),
+        "xs": torch.zeros(rows, d, **bf16),
         "rowmap1": torch.empty(rows, 2, **i32), "rowmap2": torch.empty(rows, 2, **i32),
         "tile_expert": torch.empty(rows // tile_m, **i32), "meta": torch.zeros(4, **i32),
         "topk_ids": torch.empty(t_, TOPK, **i32), "topk_weights": torch.empty(t_, TOPK, **f32),
-        "h": torch.zeros(rows, inter, dtype=torch.bfloat16, device=dev),
+        "h": torch.zeros(rows, inter, **bf16),
         "y": torch.empty(t_ * TOPK, d, **f32),
         "counters": torch.zeros(2, **i32),
     }
     launch_route(router_logits, x, buf["xs"], buf["rowmap1"], buf["rowmap2"], buf["tile_expert"], buf["meta"],
-                 buf["topk_ids"], buf["topk_weights"], t_, rows, n_exp, d, tile_m, scoring, bool(renormalize))
+                 buf["topk_ids"], buf["topk_weights"], t_, rows, n_exp, d, tile_m, scoring, renorm)
     grid = min(persistent, rows // tile_m * max(2 * inter, d) // tile_n)
-    launch_grouped_gemm(buf["xs"], _interleave_gate_up(w1), _interleave_gate_up(s1), buf["rowmap1"],
+    launch_grouped_gemm(buf["xs"], interleave_gate_up(w1), interleave_gate_up(p.w1_scale), buf["rowmap1"],
                         buf["tile_expert"], buf["meta"], buf["counters"][0:1], buf["h"], rows, rows, grid, 1, d,
-                        2 * inter, b_kind, tile_m, tile_n, tile_k, nb)
-    launch_grouped_gemm(buf["h"], w2, s2, buf["rowmap2"], buf["tile_expert"], buf["meta"], buf["counters"][1:2],
-                        buf["y"], rows, t_ * TOPK, grid, 2, inter, d, b_kind, tile_m, tile_n, tile_k, nb)
+                        2 * inter, p.b_kind, tile_m, tile_n, tile_k, nb)
+    launch_grouped_gemm(buf["h"], w2, p.w2_scale, buf["rowmap2"], buf["tile_expert"], buf["meta"],
+                        buf["counters"][1:2], buf["y"], rows, t_ * TOPK, grid, 2, inter, d, p.b_kind, tile_m, tile_n,
+                        tile_k, nb)
     launch_combine(buf["y"], out, t_, d)
-    if return_intermediates:
-        return out, buf
-    return out
-
-
-# ---------------------------------------------------------------------------
-# Mutation support
-# ---------------------------------------------------------------------------
-
-_SYNC_PREFIXES = {
-    "wait": "tdm_ops.tensor_wait(",
-    "barrier": "fx.gpu.barrier()",
-    "async_wait": "fx.rocdl.s_wait_asynccnt(",
-}
-_SYNC_ORDER = (
-    ("init_barrier", "barrier"),
-    ("count_barrier", "barrier"),
-    ("reserve_barrier", "barrier"),
-    ("finalize_barrier", "barrier"),
-    ("tile_publish_barrier", "barrier"),
-    ("tile_read_barrier", "barrier"),
-    ("steady_wait", "wait"),
-    ("steady_barrier", "barrier"),
-    ("drain_wait", "wait"),
-    ("drain_barrier", "barrier"),
-    ("rowmap_wait", "async_wait"),
-    ("epilogue_barrier", "barrier"),
-)
-# role: (exact stripped text, which occurrence in the file)
-_DATA_SITES = {
-    "count_atomic": ("fx.atomic_add(_word(count, e0), fx.Int32(1), syncscope=\"workgroup\")", 0),
-    "reserve_store": ("fx.ptr_store(_segment_start(tid), _word(base, tid))", 0),
-    "reserve_count_read": ("c = fx.ptr_load(_word(count, j))", 0),
-    "finalize_place": ("_place(tok, 0, e0, w0)", 0),
-    "dispatch_slot_read": ("row = fx.ptr_load(_word(slot, p))", 0),
-    "tile_word": ("tile_word = lds_addr + cfg.tile_word_off", 0),
-    "tile_store": ("fx.ptr_store(fx.atomic_add(_at(COUNTER, 0), fx.Int32(1)), _lds_i32(tile_word))", 0),
-    "tile_load": ("v = _uniform(fx.ptr_load(_lds_i32(tile_word)))", 0),
-    "tile_fetch_first": ("_fetch_tile()", 0),
-    "tile_read_first": ("tile = _read_tile()", 0),
-    "tile_fetch": ("_fetch_tile()", 1),
-    "prologue_issue": ("_issue_stage(s)", 0),
-    "rowmap_issue": ("_rowmap_job(j, m0)", 0),
-    "rowmap_copy": ("fx.rocdl.global_load_async_to_lds_b32(src.llvm_ptr, dst.llvm_ptr, 0)", 0),
-    "prefetch_issue": ("_issue_stage(kt + nb - 1)", 0),
-    "steady_compute": ("_compute(kt % nb)", 0),
-    "drain_compute": ("_compute((n_steady + j) % nb)", 0),
-    "rowmap_read": ("rows = _read_rowmap()", 0),
-    "tile_read": ("nxt = _read_tile()", 0),
-}
-
-
-def _source_lines() -> list[str]:
-    with open(__file__, encoding="utf-8") as f:
-        return f.read().splitlines()
-
-
-def _device_lines() -> list[tuple[int, str]]:
-    lines = _source_lines()
-    start = next(i for i, t in enumerate(lines) if t.startswith("def moe_route_kernel("))
-    end = next(i for i, t in enumerate(lines) if t.startswith("def launch_grouped_gemm("))
-    return [(i + 1, lines[i].strip()) for i in range(start, end)]
-
-
-def sync_sites() -> dict[str, int]:
-    """Source lines (in this file) of the kernels' synchronisations, by role, in program order.
-
-    Each line holds exactly one statement: ``fx.gpu.barrier()``, ``tdm_ops.tensor_wait(...)``
-    or ``fx.rocdl.s_wait_asynccnt(...)``. Route kernel: ``init_barrier``, ``count_barrier``,
-    ``reserve_barrier``, ``finalize_barrier``; grouped GEMM: ``tile_publish_barrier``,
-    ``tile_read_barrier``, ``steady_wait``, ``steady_barrier``, ``drain_wait``,
-    ``drain_barrier``, ``rowmap_wait``, ``epilogue_barrier``.
-    """
-    found = [(line, kind) for line, text in _device_lines() for kind, prefix in _SYNC_PREFIXES.items()
-             if text.startswith(prefix)]
-    if tuple(k for _, k in found) != tuple(k for _, k in _SYNC_ORDER):
-        raise RuntimeError(f"unexpected synchronisation lines in {__file__}: {found}")
-    return {name: line for (name, _), (line, _) in zip(_SYNC_ORDER, found)}
-
-
-def protocol_sites() -> dict[str, int]:
-    """``sync_sites()`` plus the LDS data-movement lines a mutation or a planted bug edits.
-
-    Route: ``count_atomic`` (COUNT, k = 0), ``reserve_store`` / ``reserve_count_read``
-    (RESERVE), ``finalize_place``, ``dispatch_slot_read``. Grouped GEMM: ``tile_word`` (the
-    word's LDS address), ``tile_store`` / ``tile_load`` (the ds store and load of the word,
-    inside ``_fetch_tile`` / ``_read_tile``), ``tile_fetch_first`` / ``tile_read_first``
-    (before the loop), ``tile_fetch`` (the prefetch of the next index at the top of the
-    loop), ``prologue_issue``, ``rowmap_issue`` / ``rowmap_copy``, ``prefetch_issue``,
-    ``steady_compute``, ``drain_compute``, ``rowmap_read``, ``tile_read`` (in the epilogue).
-    """
-    sites = dict(sync_sites())
-    lines = _device_lines()
-    for name, (text, nth) in _DATA_SITES.items():
-        hits = [line for line, t in lines if t == text]
-        if len(hits) <= nth:
-            raise RuntimeError(f"expected line {text!r} (occurrence {nth}) in {__file__}, found {hits}")
-        sites[name] = hits[nth]
-    return sites
+    return buf

@@ -7,19 +7,13 @@ their own schedules and synchronisation lines (see `ldssan.kernels.gemm`'s docst
 protocol and the TDM descriptor fields).
 """
 
-import os
+import math
+from dataclasses import dataclass
 
-# Must run before `import flydsl`: FlyDSL picks its target when a backend is first resolved.
-os.environ.setdefault("FLYDSL_GPU_ARCH", "gfx1250")
-os.environ.setdefault("ARCH", "gfx1250")
-
-import math  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-
-import flydsl.expr as fx  # noqa: E402
-from flydsl._mlir import ir  # noqa: E402
-from flydsl.expr import const_expr, range_constexpr  # noqa: E402
-from flydsl.expr.typing import Vector as Vec  # noqa: E402
+import flydsl.expr as fx
+from flydsl._mlir import ir
+from flydsl.expr import const_expr, range_constexpr
+from flydsl.expr.typing import Vector as Vec
 
 WAVE_SIZE = 32  # gfx1250 is wave32 only
 LDS_BYTES_MAX = 327680  # addressable LDS per workgroup on gfx1250

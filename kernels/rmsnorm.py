@@ -28,11 +28,11 @@ LDS protocol (``_block_sum`` inside ``rmsnorm_kernel``). Two LDS buffers
 1. each wave butterflies its 32 lane sums with ``shuffle_xor`` (no LDS);
    lane 0 of wave w **publishes** ``partial[w]``
    (the ``fx.memref_store(w_sum, partial, wave)`` line);
-2. barrier #1 (``sync_sites()["publish_partials"]``) makes the 8 partials
+2. barrier #1 (``publish_partials``) makes the 8 partials
    visible to wave 0;
 3. wave 0, lanes 0..7, **read** ``partial[lane]``, butterfly them, and lane 0
    **publishes** ``total[0]`` (the ``fx.memref_store(wg_sum, total, 0)`` line);
-4. barrier #2 (``sync_sites()["publish_total"]``) makes the total visible;
+4. barrier #2 (``publish_total``) makes the total visible;
 5. every thread **reads** ``total[0]`` (the ``return fx.memref_load(total, 0)``
    line) and computes rrms.
 
@@ -40,30 +40,23 @@ Deleting barrier #1 lets wave 0 read stale/uninitialised partials (cross-wave
 RAW); deleting barrier #2 lets waves 1..7 read ``total`` before wave 0 wrote it.
 ``partial`` and ``total`` are separate buffers, so the protocol has no WAR reuse.
 
-Target selection: FlyDSL picks its compile target when it first resolves a
-backend, and several DSL helpers read ``FLYDSL_GPU_ARCH`` directly (``ARCH``
-alone only half-selects gfx1250). This module is written for gfx1250 wave32,
-so it sets both variables *at import, before FlyDSL is imported*, unless the
-caller already set them (``os.environ.setdefault``). Without this, a GPU-less
-host would fall back to gfx942 (wave64) and the kernel would be wrong.
+Target selection: importing this module sets no environment variable; a launch
+selects gfx1250 for itself when the caller did not (``kernels/_launch.py``,
+``gfx1250_target``). ``launch_rmsnorm`` checks that ``M`` rows fit the tensors
+before anything runs, so a bad ``M`` leaves the output untouched.
 """
 
-import os
+import math
 
-# Must run before `import flydsl` (see module docstring, "Target selection").
-os.environ.setdefault("FLYDSL_GPU_ARCH", "gfx1250")
-os.environ.setdefault("ARCH", "gfx1250")
+import ml_dtypes
+import numpy as np
+import torch
 
-import math  # noqa: E402
+import flydsl.compiler as flyc
+import flydsl.expr as fx
+from flydsl.expr import const_expr, range_constexpr
 
-import ml_dtypes  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-import flydsl.compiler as flyc  # noqa: E402
-from ldssan.kernels._launch import check_can_launch, check_target  # noqa: E402
-import flydsl.expr as fx  # noqa: E402
-from flydsl.expr import const_expr, range_constexpr  # noqa: E402
+from ldssan.kernels._launch import check_rows, gfx1250_target, launch
 
 __all__ = [
     "BLOCK_THREADS",
@@ -74,7 +67,6 @@ __all__ = [
     "rmsnorm",
     "rmsnorm_kernel",
     "rmsnorm_reference",
-    "sync_sites",
     "vector_width",
 ]
 
@@ -263,7 +255,7 @@ def rmsnorm_kernel(
 
 
 @flyc.jit
-def launch_rmsnorm(
+def _launch_rmsnorm(
     X: fx.Tensor,
     Gamma: fx.Tensor,
     Y: fx.Tensor,
@@ -278,6 +270,14 @@ def launch_rmsnorm(
         block=(BLOCK_THREADS, 1, 1),
         stream=stream,
     )
+
+
+def launch_rmsnorm(X, Gamma, Y, M: int, eps: float, N: int, stream=None) -> None:
+    """The raw launch (grid = (M, 1, 1)) after checking that X and Y hold M rows of N and
+    Gamma holds N, so a bad size is an error before any row is written."""
+    for name, t, rows, row in (("X", X, M, (N,)), ("Y", Y, M, (N,)), ("Gamma", Gamma, N, ())):
+        check_rows("rmsnorm", name, t, rows, row)
+    launch("rmsnorm", _launch_rmsnorm, (X, Gamma, Y, M, eps, N), stream)
 
 
 # ---------------------------------------------------------------------------
@@ -340,14 +340,12 @@ def rmsnorm(
     returned unwritten.
     """
     _validate(x, gamma, eps, out)
-    check_target("rmsnorm")
     m, n = x.shape
     if out is None:
         out = torch.empty_like(x)
-    if m == 0:
-        return out
-    check_can_launch("rmsnorm")
-    launch_rmsnorm(x, gamma, out, m, float(eps), n)
+    with gfx1250_target("rmsnorm"):  # checks the target even when there is nothing to launch
+        if m:
+            launch_rmsnorm(x, gamma, out, m, float(eps), n)
     return out
 
 
@@ -424,22 +422,3 @@ def rmsnorm_reference(x: np.ndarray, gamma: np.ndarray, eps: float = 1e-6) -> np
     rrms = (f32(1.0) / np.sqrt(mean)).astype(np.float32)
     y = (xf * rrms[:, None]) * gf[None, :]
     return y.astype(x.dtype)
-
-
-# ---------------------------------------------------------------------------
-# Mutation support
-# ---------------------------------------------------------------------------
-
-
-def sync_sites() -> dict[str, int]:
-    """Source line numbers (in this file) of the kernel's two LDS barriers.
-
-    ``{"publish_partials": line, "publish_total": line}``; each line holds only
-    ``fx.gpu.barrier()``.
-    """
-    with open(__file__, encoding="utf-8") as f:
-        lines = f.read().splitlines()
-    found = [i + 1 for i, text in enumerate(lines) if text.strip() == "fx.gpu.barrier()"]
-    if len(found) != 2:
-        raise RuntimeError(f"expected 2 barrier lines in {__file__}, found {len(found)}")
-    return {"publish_partials": found[0], "publish_total": found[1]}

@@ -24,8 +24,9 @@ Importing this package does not import FlyDSL (workers do).
 
 from .campaign import CampaignConfig, run_campaign
 from .operators import OPERATORS, Mutant, Operator, find_mutants, operator
-from .target import Case, Target
+from .source import protocol_lines
+from .target import Case, Target, register_cases
 
 __all__ = ["OPERATORS", "Case", "CampaignConfig", "Mutant", "Operator", "Target", "find_mutants", "operator",
-           "run_campaign"]
+           "protocol_lines", "register_cases", "run_campaign"]
 

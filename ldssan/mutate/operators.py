@@ -5,8 +5,8 @@ changes exactly one source line, except `wait-after-consumer`, which moves a sta
 so swaps two adjacent statements. `find_mutants` turns the sites of the chosen operators
 into `Mutant`s with stable ids (`operator:line`, `.2`, `.3` for further sites on a line).
 
-The catalogue they model is KERNELS_AND_BUGS.md §4.2; the "model" of each operator names
-the rows and the public bug.
+The bug classes they model are described in docs/bug-patterns.md (one section per
+operator); the "model" of each operator names the class and its public bug reports.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ _DELETABLE = {Sync.BARRIER, Sync.CLUSTER_BARRIER, Sync.SIGNAL, Sync.SPLIT_WAIT, 
 
 
 @operator("delete-sync", "delete a barrier, wait or fence statement",
-          "§4.2 #1 #5 #8 #9 #11 #13 #17 #18 #19 #20 #24 #29-31; missing barrier / wait / fence")
+          "missing barrier / wait / fence (publication, refill, copy wait, final TDM-store wait)")
 def _delete_sync(src: KernelSource):
     for stmt, call, kind in src.sync_statements(_DELETABLE):
         yield src.delete(stmt, f"delete {kind.value} `{src.segment(call)}`")
@@ -91,19 +91,19 @@ def _wait_counts(src: KernelSource, delta: int):
 
 
 @operator("wait-plus-one", "raise a wait's count by one (one more op may still be in flight)",
-          "§4.2 #3 #28 #33; aiter #6170 'vmcnt(5) assumption', #6368")
+          "a wait count that assumes too few later ops; aiter #6170 'vmcnt(5) assumption', #6368")
 def _wait_plus_one(src: KernelSource):
     yield from _wait_counts(src, +1)
 
 
 @operator("wait-minus-one", "lower a wait's count by one (over-waiting: normally equivalent)",
-          "§4.2 #14 (compiler-masked); a control for equivalent mutants")
+          "over-waiting (often compiler-masked); a control for equivalent mutants")
 def _wait_minus_one(src: KernelSource):
     yield from _wait_counts(src, -1)
 
 
 @operator("raw-split-barrier", "replace a fenced barrier by a raw s_barrier_signal/s_barrier_wait pair",
-          "§4.2 #10 #19; aiter #6344/#6348 (ds_store then s_barrier_signal without s_wait_dscnt)")
+          "barrier with no memory semantics; aiter #6344/#6348 (ds_store then s_barrier_signal without s_wait_dscnt)")
 def _raw_split(src: KernelSource):
     if src.rocdl is None:
         return
@@ -113,7 +113,7 @@ def _raw_split(src: KernelSource):
 
 
 @operator("wait-after-consumer", "move a wait or barrier one statement later, after the statement that consumes it",
-          "§4.2 #12 #15; aiter #5418 'wait one instruction too late', rocm-libraries #10653")
+          "wait after its consumer; aiter #5418 'wait one instruction too late', rocm-libraries #10653")
 def _wait_late(src: KernelSource):
     kinds = {Sync.WAIT, Sync.SPLIT_WAIT, Sync.BARRIER, Sync.WAIT_BARRIER}
     for stmt, call, kind in src.sync_statements(kinds):
@@ -124,7 +124,7 @@ def _wait_late(src: KernelSource):
 
 
 @operator("ring-early", "re-use a ring slot one stage early (prefetch distance or prologue depth + 1)",
-          "§4.2 #6 #32; aiter #4537 ring over-fill, rocm-libraries #11779")
+          "slot reused one stage early; aiter #4537 ring over-fill, rocm-libraries #11779")
 def _ring_early(src: KernelSource):
     for node in ast.walk(src.tree):
         if not src.in_device(node):
@@ -140,7 +140,7 @@ def _ring_early(src: KernelSource):
 
 
 @operator("swap-ping-pong", "swap a ping-pong / ring index: the slot of the next iteration",
-          "§4.2 #7 (consumer slot kt % nb -> (kt+1) % nb; gemm1 cur_off/nxt_off)")
+          "wrong stage (consumer slot kt % nb -> (kt+1) % nb; gemm1 cur_off/nxt_off)")
 def _swap_ping_pong(src: KernelSource):
     for node in ast.walk(src.tree):
         if not (src.in_device(node) and isinstance(node, ast.BinOp)):
@@ -158,7 +158,7 @@ def _swap_ping_pong(src: KernelSource):
 
 
 @operator("drop-guard", "drop the guard (`if cond:` -> `if True:`) around LDS accesses or syncs",
-          "§4.2 #21 #23 #25: the guard that keeps waves or lanes apart on an LDS slot")
+          "the guard that keeps waves or lanes apart on an LDS slot (reduction-slot reuse, lagging waves)")
 def _drop_guard(src: KernelSource):
     for node in ast.walk(src.tree):
         if not (isinstance(node, ast.If) and src.in_device(node)) or isinstance(node.test, ast.Constant):
@@ -172,7 +172,7 @@ def _drop_guard(src: KernelSource):
 
 
 @operator("alias-lds-buffer", "make one LDS access use another LDS buffer of the kernel (two slots collapse)",
-          "§4.2 #23 #27; aiter #6127 (work / has_work in one word), rowmap aliased into the arena")
+          "two LDS slots collapsed; aiter #6127 (work / has_work in one word), rowmap aliased into the arena")
 def _alias_buffer(src: KernelSource):
     accesses = [(node, name) for node in ast.walk(src.tree) if src.in_device(node)
                 for name in [src.lds_buffer_of(node)] if name is not None]

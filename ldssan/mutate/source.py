@@ -14,6 +14,10 @@ the called function's final name), never by substrings of names.
 | LDS slot | the allocation's line plus the struct fields on the way: views of one buffer share a slot, two fields of one struct do not |
 | LDS access | a call taking an LDS name (or an attribute of one) as an argument, or a subscript of one (`lds[i]`) |
 | loop variable | the target name of a `for` statement |
+
+`protocol_lines` is the public face of this analysis for tests and tools that need the line
+of a kernel's synchronisation or LDS statement (the bundled kernels' tests, the demo): the
+same finder the operators use, so a line a test names is a line a mutant can edit.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 from enum import Enum
+from types import ModuleType
 
-from ldssan.variants import Edit
+from ldssan.variants import Edit, source_of
 
 
 class Sync(Enum):
@@ -37,7 +42,7 @@ class Sync(Enum):
 
 
 # The called function's final name -> what it does (FlyDSL 0.5.0 spellings and the helper
-# names of the public gfx1250 kernels; KERNELS_AND_BUGS.md §1.2).
+# names of the public gfx1250 kernels; docs/memory-model.md "Barriers" and "Fences").
 SYNC_CALLS: dict[str, Sync] = {
     "barrier": Sync.BARRIER,  # fx.gpu.barrier(), fx.barrier(), gpu.barrier()
     "workgroup_barrier": Sync.BARRIER,
@@ -404,3 +409,71 @@ class KernelSource:
             return None
         a, b = self.lines[stmt.lineno - 1].strip(), self.lines[nxt.lineno - 1].strip()
         return Site((Edit(stmt.lineno, b), Edit(nxt.lineno, a)), note)
+
+
+# ---------------------------------------------------------------------- protocol lines
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One single-line statement of a kernel's device code."""
+
+    line: int
+    text: str  # as written (no indentation)
+    functions: tuple[str, ...]  # the enclosing defs, outermost first
+    sync: Sync | None  # what it does if it is a sync call statement
+
+
+class ProtocolLines:
+    """The device statements of one kernel file, in line order, with lookups that fail loudly.
+
+    `syncs(within)` lists the sync statements (barriers, waits, fences) of a function; `line`
+    finds a statement by its exact text. Both raise `LookupError` naming the file and what
+    was looked for, so a test built on them breaks when the kernel changes shape."""
+
+    def __init__(self, path: str, statements: list[Statement]) -> None:
+        self.path = path
+        self.statements = statements
+
+    def _within(self, within: str | None) -> list[Statement]:
+        found = [s for s in self.statements if within is None or within in s.functions]
+        if within is not None and not found:
+            raise LookupError(f"{self.path}: no device function {within!r}")
+        return found
+
+    def syncs(self, within: str | None = None) -> list[Statement]:
+        return [s for s in self._within(within) if s.sync is not None]
+
+    def line(self, text: str, within: str | None = None, nth: int = 0) -> int:
+        """Line of the `nth` device statement (in `within`) whose source is exactly `text`."""
+        hits = [s.line for s in self._within(within) if s.text == text]
+        if len(hits) <= nth:
+            raise LookupError(f"{self.path}: statement {text!r} (occurrence {nth}) not found"
+                              + (f" in {within}" if within else "") + f"; found at lines {hits}")
+        return hits[nth]
+
+    def named_syncs(self, within: str, names: tuple[str, ...]) -> dict[str, int]:
+        """The sync lines of `within` in program (line) order, named by the caller; their count
+        must match, so an added or removed sync is an error rather than a shifted name."""
+        found = self.syncs(within)
+        if len(found) != len(names):
+            raise LookupError(f"{self.path}: {within} has {len(found)} sync statements "
+                              f"{[(s.line, s.text) for s in found]}, expected {len(names)} {names}")
+        return {name: s.line for name, s in zip(names, found)}
+
+
+def protocol_lines(kernel: ModuleType | str) -> ProtocolLines:
+    """The device statements of a kernel (a module, dotted name or file path), found from its AST."""
+    path, text = source_of(kernel)
+    src = KernelSource(text, path)
+    out = []
+    for node in ast.walk(src.tree):
+        if isinstance(node, ast.stmt) and src.in_device(node) and src.one_line(node) \
+                and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defs, up = [], src.function_of(node)
+            while up is not src.tree:
+                defs.append(up.name)
+                up = src.function_of(up)
+            sync = src.sync_kind(node.value) if isinstance(node, ast.Expr) else None
+            out.append(Statement(node.lineno, src.segment(node), tuple(reversed(defs)), sync))
+    return ProtocolLines(path, sorted(out, key=lambda s: (s.line, s.text)))

@@ -20,8 +20,12 @@ FlyDSL as usual with CPU tensors. Keep each case to one launch of one `@flyc.jit
 function: the "instrumented IR identical to the clean kernel's" test reads the last
 compiled module of every JIT function in the module after each case.
 
-Bundled kernels keep their cases apart from the kernel, in `ldssan.kernels.campaigns`
-(`CAMPAIGNS`, keyed by module name). A module's own `ldssan_cases` wins over the registry.
+A kernel package can keep its cases apart from the kernel files instead: it registers a
+factory per module name with `register_cases(module, factory)` when it is imported (the
+bundled kernels do so in `ldssan.kernels.campaigns`, imported by `ldssan.kernels`). The
+worker imports the kernel before it asks for cases, so its package has registered them by
+then. A module's own `ldssan_cases` wins over the registry. This package never imports a
+kernel package itself: kernels depend on this API, not the other way round.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 CASES_FUNCTION = "ldssan_cases"
+_REGISTRY: dict[str, Callable[[], list["Case"]]] = {}
 
 
 @dataclass(frozen=True)
@@ -78,13 +83,18 @@ def locate(spec: str) -> Target:
     return Target(spec, spec.rsplit(".", 1)[-1], found.origin, spec)
 
 
-def registered(module: str | None, path: str) -> Callable[[], list[Case]] | None:
-    """The `ldssan.kernels.campaigns` entry for a bundled kernel (by module name or file)."""
-    from ldssan.kernels import campaigns
+def register_cases(module: str, factory: Callable[[], list[Case]]) -> None:
+    """Register the case factory of kernel module `module` (a dotted name; once per module)."""
+    if _REGISTRY.get(module, factory) is not factory:
+        raise ValueError(f"campaign cases for {module!r} registered twice")
+    _REGISTRY[module] = factory
 
-    if module in campaigns.CAMPAIGNS:
-        return campaigns.CAMPAIGNS[module]
-    for name, factory in campaigns.CAMPAIGNS.items():
+
+def registered(module: str | None, path: str) -> Callable[[], list[Case]] | None:
+    """The registered case factory of a kernel (by module name, else by its source file)."""
+    if module in _REGISTRY:
+        return _REGISTRY[module]
+    for name, factory in _REGISTRY.items():
         spec = importlib.util.find_spec(name) if _parent_exists(name) else None
         if spec is not None and spec.origin and os.path.samefile(spec.origin, path):
             return factory
@@ -102,7 +112,7 @@ def cases_of(target: Target, clean: ModuleType) -> list[Case]:
     if factory is None:
         raise LookupError(
             f"{target.spec} has no campaign cases: define `def {CASES_FUNCTION}() -> list[ldssan.mutate.Case]` "
-            f"in the module (see `ldssan.mutate.target`), or register it in ldssan.kernels.campaigns")
+            f"in the module, or register a factory with ldssan.mutate.target.register_cases")
     cases = list(factory())
     if not cases or not all(isinstance(c, Case) for c in cases):
         raise TypeError(f"{target.spec}: {CASES_FUNCTION}() must return a non-empty list of ldssan.mutate.Case")

@@ -15,7 +15,7 @@ from ldssan.kernels import gemm as G
 from ldssan.runtime.emu import ALL_POLICIES
 
 SHAPES = [(64, 128, 512), (256, 256, 256), (128, 256, 640), (1, 256, 512), (17, 256, 512),
-          (65, 256, 512), (129, 256, 512), (64, 64, 2880)]
+          (65, 256, 512), (129, 256, 512), (64, 64, 2880), (33, 70, 512), (3, 129, 200)]
 # (waves, nb, policy) cycled over the shapes so every combination appears
 CONFIGS = list(itertools.product((4, 8), (2, 3, 4)))
 POLICIES = [str(p) for p in ALL_POLICIES]

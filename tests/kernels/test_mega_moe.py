@@ -13,6 +13,8 @@ from ldssan import hook
 from ldssan.kernels import mega_moe as M
 from ldssan.runtime.emu import ALL_POLICIES
 
+from .protocol import MOE_GEMM_SYNCS, MOE_ROUTE_SYNCS, mega_moe_sites
+
 POLICIES = [str(p) for p in ALL_POLICIES]
 INTER = 256
 
@@ -100,8 +102,10 @@ def _check_routing(buf, args, tile_m: int):
 
 def run_checked(case: str, policy: str, *, resident: int = 4):
     args, opts = _inputs(case)
+    sentinel = torch.full(args["x"].shape, -777.0, dtype=torch.bfloat16)  # every element must be overwritten
     with hook.sanitize(policy, resident=resident) as col:
-        out, buf = M.mega_moe(**args, **opts, return_intermediates=True)
+        out, buf = M.mega_moe(**args, **opts, out=sentinel, return_intermediates=True)
+    assert out.data_ptr() == sentinel.data_ptr()
     ref = M.mega_moe_reference(**args).astype(np.float32)
     np.testing.assert_allclose(out.float().numpy(), ref, rtol=2 ** -7, atol=1e-3)
     _check_routing(buf, args, opts.get("tile_m", M.DEFAULTS["tile_m"]))
@@ -141,8 +145,8 @@ def test_sites_are_single_statement_lines():
     import pathlib
 
     lines = pathlib.Path(M.__file__).read_text().splitlines()
-    sites = M.protocol_sites()
-    sync = M.sync_sites()
+    sites = mega_moe_sites()
+    sync = {name: sites[name] for name in MOE_ROUTE_SYNCS + MOE_GEMM_SYNCS}
     assert list(sync.values()) == sorted(sync.values())
     for name, line in sync.items():
         text = lines[line - 1].strip()

@@ -24,6 +24,7 @@ from flydsl.compiler.diagnostics import DSLCompileError  # noqa: E402
 from flydsl.compiler.jit_function import _create_mlir_context  # noqa: E402
 
 from .compile_support import compile_only_env, gpu_func, is_lds_ptr, isa as isa_of, linker_present, walk  # noqa: E402
+from .protocol import rmsnorm_sites  # noqa: E402
 
 _TORCH = {"bf16": torch.bfloat16, "f32": torch.float32}
 _NP = {"bf16": np.dtype(ml_dtypes.bfloat16), "f32": np.dtype(np.float32)}
@@ -32,7 +33,7 @@ _NP = {"bf16": np.dtype(ml_dtypes.bfloat16), "f32": np.dtype(np.float32)}
 
 @pytest.fixture
 def compile_env(tmp_path, monkeypatch):
-    return compile_only_env(tmp_path, monkeypatch, R.launch_rmsnorm)
+    return compile_only_env(tmp_path, monkeypatch, R._launch_rmsnorm)
 
 
 def _compile(dtype: str, n: int, dump: Path) -> Path:
@@ -63,8 +64,8 @@ def test_compiles_for_gfx1250(dtype, n, compile_env):
     stage19 = folder / "19_reconcile_unrealized_casts.mlir"
     assert stage10.exists() and stage19.exists()
 
-    sites = R.sync_sites()
-    src = Path(R.__file__).resolve()
+    sites = rmsnorm_sites()
+    src = Path(R.__file__).absolute()  # as imported (ldssan/kernels is a symlink)
     split = R._row_split(n, 16 if dtype == "bf16" else 32)
 
     with _create_mlir_context():
@@ -120,10 +121,11 @@ def test_compiles_for_gfx1250(dtype, n, compile_env):
 
 def test_sync_sites_are_single_statement_lines():
     lines = Path(R.__file__).read_text().splitlines()
-    sites = R.sync_sites()
-    assert sites["publish_partials"] < sites["publish_total"]
-    for line in sites.values():
-        assert lines[line - 1].strip() == "fx.gpu.barrier()"
+    sites = rmsnorm_sites()
+    assert sites["store_partial"] < sites["publish_partials"] < sites["load_partial"]
+    assert sites["store_total"] < sites["publish_total"] < sites["load_total"]
+    for name in ("publish_partials", "publish_total"):
+        assert lines[sites[name] - 1].strip() == "fx.gpu.barrier()"
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,9 @@ import torch
 from ldssan import hook
 from ldssan.kernels import gemm as G
 from ldssan.variants import Edit, load_variant
+from tests.kernels.protocol import gemm_sites
 
-S = G.protocol_sites()
+S = gemm_sites()
 COMPUTE = {S["steady_compute"], S["drain_compute"]}
 TDM_ISSUE = {S["prologue_issue"], S["prefetch_issue"]}
 

@@ -21,8 +21,9 @@ import torch
 from ldssan import hook
 from ldssan.kernels import mega_moe as M
 from ldssan.variants import Edit, load_variant
+from tests.kernels.protocol import mega_moe_sites
 
-S = M.protocol_sites()
+S = mega_moe_sites()
 READ = "rows = _read_rowmap()"
 WAIT = "fx.rocdl.s_wait_asynccnt(ASYNC_OUTSTANDING)"
 

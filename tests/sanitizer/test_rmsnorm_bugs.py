@@ -15,24 +15,16 @@ import torch
 from ldssan import hook
 from ldssan.kernels import rmsnorm as rms
 from ldssan.runtime.emu import ALL_POLICIES
-from ldssan.variants import Edit, find_calls, load_variant
+from ldssan.variants import Edit, load_variant
+from tests.kernels.protocol import rmsnorm_sites
 
 OUTPUT_CHECKS: dict[str, dict[str, bool]] = {}
 
 
-def _line_of(text: str) -> int:
-    """Line of the statement in the kernel's code (not its docstring) that is `text`."""
-    src = open(rms.__file__, encoding="utf-8").read().splitlines()
-    hits = [i + 1 for i, line in enumerate(src) if line.strip() == text]
-    assert len(hits) == 1, (text, hits)
-    return hits[0]
-
-
-B1, B2 = find_calls(rms, "fx.gpu.barrier", within="_block_sum")
-STORE_PARTIAL = _line_of("fx.memref_store(w_sum, partial, wave)")
-LOAD_PARTIAL = _line_of("p = fx.memref_load(partial, lane)")
-STORE_TOTAL = _line_of("fx.memref_store(wg_sum, total, 0)")
-LOAD_TOTAL = _line_of("return fx.memref_load(total, 0)")
+_S = rmsnorm_sites()
+B1, B2 = _S["publish_partials"], _S["publish_total"]
+STORE_PARTIAL, LOAD_PARTIAL = _S["store_partial"], _S["load_partial"]
+STORE_TOTAL, LOAD_TOTAL = _S["store_total"], _S["load_total"]
 
 VARIANTS = {
     # (a) the barrier publishing the per-wave partials is gone

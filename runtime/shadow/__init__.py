@@ -8,5 +8,6 @@
 
 from .engine import ShadowEngine
 from .kinds import AccessKind, CopyKind, Counter
+from .operands import clear_caches
 
-__all__ = ["AccessKind", "CopyKind", "Counter", "ShadowEngine"]
+__all__ = ["AccessKind", "CopyKind", "Counter", "ShadowEngine", "clear_caches"]

@@ -38,7 +38,7 @@ else (partial coverage, out-of-bounds bytes) goes through the per-byte footprint
 of an access are its granules in the order of their first byte in the per-byte footprint,
 so "first conflicting byte/lane" and "first never-written byte" are the same as per byte:
 `Footprint.rep()` gives that first byte (and its lane, group) per row. Footprints are
-memoized with their payloads (engine.py keeps one payload per distinct operand content).
+memoized with their payloads (operands.py keeps one payload per distinct operand content).
 
 `init` of MODEL.md §1 is `last_w != 0` (both are set by every write and nothing else).
 

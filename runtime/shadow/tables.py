@@ -17,6 +17,14 @@ MAX_GRANULE_LOG2 = 4
 _GROUP_ROWS_MAX = 1 << 20
 _READ_GROUPS: dict = {}  # tuple of Footprints -> ReadGroup
 _read_group_rows = [0]
+
+
+def clear_read_groups() -> None:
+    """Drop the memoized read groups (a pure speed-up)."""
+    _READ_GROUPS.clear()
+    _read_group_rows[0] = 0
+
+
 #: slot entries up to which event ids are stored as intp rather than int32 (speed vs memory)
 _INTP_SLOTS_MAX = 1 << 20
 

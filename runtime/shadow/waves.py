@@ -90,6 +90,8 @@ class WaveState:
     # -- counters ---------------------------------------------------------------------------
 
     def issue(self, counter: int) -> int:
+        """One more op on `counter`; its sequence number (the engine inlines this on its hot
+        path; the frozen reference engine in tests/shadow/reference/ calls it)."""
         self.seq[counter] += 1
         return self.seq[counter]
 
@@ -150,10 +152,6 @@ class WaveState:
         self.final = self.snapshot()
         self.end_site = site
         self.live = False
-
-    def published_by(self, k: int) -> Snapshot | None:
-        """The snapshot this wave published at its signal of phase k, if it signalled it."""
-        return self.sig_snaps[k] if 0 <= k < self.nsig else None
 
     def after_signal(self, k: int) -> Snapshot:
         """Its state at the next signal after phase k, or at its end (or now, if still live)."""

@@ -458,8 +458,21 @@ def test_one_record_per_pair_per_event_not_per_byte():
     prog.wave(2).load(30, at=0, lanes=range(32), nbytes=8)  # all 256 bytes, 32 lanes
     prog.wave(2).load(30, at=0, lanes=range(32)).load(31, at=0, nbytes=256)
     recs = prog.run()
+    # the second load at site 30 repeats the first one's record exactly: pushed once per
+    # half-phase (a spin-wait repeats a race a schedule-dependent number of times)
     assert [(r.site, r.other_site, r.lds_offset) for r in recs] == [
-        (30, 10, 0), (30, 11, 128), (30, 10, 0), (31, 10, 0), (31, 11, 128)]
+        (30, 10, 0), (30, 11, 128), (31, 10, 0), (31, 11, 128)]
+
+
+def test_a_repeated_race_is_reported_again_in_a_later_phase():
+    prog = Program(waves=2)
+    prog.wave(0).store(10, at=0)
+    prog.wave(1).load(30, at=0).load(30, at=0)  # same record twice: once
+    prog.all().barrier()
+    prog.wave(0).store(10, at=0)
+    prog.wave(1).load(30, at=0)  # the same race again, after a barrier: again
+    recs = prog.run()
+    assert [(r.rule, r.site, r.other_site) for r in recs] == [(RAW, 30, 10), (RAW, 30, 10)]
 
 
 def test_record_fields_name_both_lanes_and_the_first_byte():

@@ -1,5 +1,5 @@
-"""Whole protocols of the bundled kernels in miniature (KERNELS_AND_BUGS.md §2), clean and
-with the one-line mutations of §4.2: the clean protocol is silent under every schedule, each
+"""Whole protocols of the bundled kernels in miniature, clean and with the one-line
+mutations of docs/bug-patterns.md: the clean protocol is silent under every schedule, each
 mutation is caught with the expected rule."""
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def test_block_reduce_missing_broadcast_barrier():
 
 
 def test_block_reduce_slot_reuse_is_caught():
-    """The latent reduction-slot reuse (KERNELS_AND_BUGS #21): same phase as the reads, so the
+    """The latent reduction-slot reuse (docs/bug-patterns.md, drop-guard): same phase as the reads, so the
     canonical order names it a read racing the store."""
     got = verdict(block_reduce(reuse_for_max=True))
     assert got == {(Rule.RAW_UNPUBLISHED, Cause.NO_BARRIER, 30, 12)}

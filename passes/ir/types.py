@@ -37,10 +37,6 @@ class Type:
         return type_text(self)
 
     @property
-    def is_vector(self) -> bool:
-        return self.kind == "vector"
-
-    @property
     def scalar(self) -> "Type":
         return self.elem if self.kind == "vector" else self
 

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from .codegen import UnsupportedOp
+from .errors import EmulationError, UnsupportedOp
 from .frontend import EmuConfig, active
+from .launch import EmuLaunchError
 from .memory import EmuMemoryError
-from .sched import ALL_POLICIES, BatchDivergence, DeadlockError, Policy
-from .wave import StepBudgetExceeded
+from .sched import ALL_POLICIES, BarrierDivergenceError, BatchDivergence, DeadlockError, Policy, SpinTimeout
+from .wave import EmulationTimeout, StepBudgetExceeded
 
 __all__ = [
-    "ALL_POLICIES", "BatchDivergence", "DeadlockError", "EmuConfig", "EmuMemoryError", "Policy",
+    "ALL_POLICIES", "BarrierDivergenceError", "BatchDivergence", "DeadlockError", "EmulationError",
+    "EmulationTimeout", "EmuLaunchError",
+    "SpinTimeout", "EmuConfig", "EmuMemoryError", "Policy",
     "StepBudgetExceeded", "UnsupportedOp", "emulate",
 ]
 

@@ -5,19 +5,20 @@ Generated code shape (one function per kernel, cached by IR hash):
     def wave(ctx, args):          # a generator; `yield` = a scheduling point
         M0 = ctx.mask             # exec mask, bool (L,)
         v0, v1 = args             # kernel arguments (uniform)
-        v2 = R.thread_id(ctx, 0)  # one or a few lines per op ...
-        yield R.barrier(...)      # barriers, waits and copy issues yield to the scheduler
+        v2 = ctx.tid[0]           # one or a few lines per op ...
+        v3 = R.lds_load(ctx, v2, np.dtype('int32'), 1, M0)[:, 0]
+        yield ('barrier', -1, M0) # barriers, waits and copy issues yield to the scheduler
 
 Names: `v<N>` is SSA value N, `M<k>` an exec mask, `t<k>` a temporary. `R` is the
-runtime library (`rt.py`), `np` numpy. Each generated line remembers the op it came from,
-so an exception while running names the op and its Python source line.
+run-time package (`rt/`), `np` numpy. Each generated line remembers the op it came from,
+so an exception while translating or running names the op and its Python source line
+(`Program.failure`, `errors.fail_closed`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,17 +26,10 @@ from . import rt
 from ldssan.passes.ir.irview import Block, Function, Loc, ModuleView, Op
 from .ops import load_all
 from ldssan.passes.ir.types import Type
+from .errors import EmulationError, UnsupportedOp, fail_closed
 from .uniformity import analyze
 
-
-class UnsupportedOp(NotImplementedError):
-    """The virtual gfx1250 has no implementation for an op (raised at translation)."""
-
-    def __init__(self, op_name: str, loc: Loc, detail: str = ""):
-        self.op_name = op_name
-        self.loc = loc
-        more = f": {detail}" if detail else ""
-        super().__init__(f"ldssan-emu: no implementation for '{op_name}' at {loc}{more}")
+__all__ = ["EmulationError", "Program", "Translator", "UnsupportedOp", "clear_cache", "translate"]
 
 
 @dataclass
@@ -48,10 +42,29 @@ class Program:
     line_ops: dict[int, tuple[str, Loc]]
     n_args: int
     filename: str
-    stats: dict = field(default_factory=dict)
 
     def op_at(self, lineno: int) -> tuple[str, Loc] | None:
         return self.line_ops.get(lineno)
+
+    def failing_op(self, exc: BaseException) -> tuple[str, Loc] | None:
+        """The op whose generated line raised `exc` (the innermost such line)."""
+        at = None
+        tb = exc.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == self.filename:
+                at = self.op_at(tb.tb_lineno) or at
+            tb = tb.tb_next
+        return at
+
+    def failure(self, exc: Exception, who: str, where: str = "") -> Exception:
+        """The error to raise for `exc` escaping this program run by `who` (e.g. "wave 0"),
+        fail-closed (`errors.fail_closed`) and noted with the op, or `where` when no op of the
+        program is on the traceback."""
+        at = self.failing_op(exc)
+        err = fail_closed(exc, at, f"{who} of kernel {self.name}")
+        place = f"'{at[0]}' at {at[1]}" if at else where or f"kernel {self.name}"
+        err.add_note(f"ldssan-emu: while running {who} of kernel {self.name}: {place}")
+        return err
 
 
 class Translator:
@@ -67,7 +80,6 @@ class Translator:
         self.types: dict[int, Type] = {}
         self._tmp = itertools.count(1)  # M0 is the entry mask
         self.cur_op: Op | None = None
-        self.stats = {"ops": 0, "yields": 0}
         args = fn.body[0].args if fn.body else ()
         self.uni = analyze(fn.body, batched=batched)
         self.arg_ids = args
@@ -97,14 +109,8 @@ class Translator:
             return self.v(vid)
         return f"R.lanes({self.v(vid)}, L)"
 
-    def results_uniform(self, op: Op) -> bool:
-        return all(self.uniform(r) for r in op.results)
-
     def unsupported(self, op: Op, detail: str = "") -> UnsupportedOp:
         return UnsupportedOp(op.name, op.loc, detail)
-
-    def mark_yield(self) -> None:
-        self.stats["yields"] += 1
 
     # -- structure ---------------------------------------------------------------------------
     def block(self, blk: Block) -> None:
@@ -123,11 +129,15 @@ class Translator:
         if emit is None:
             raise self.unsupported(op)
         prev, self.cur_op = self.cur_op, op
-        self.stats["ops"] += 1
         for r, t in zip(op.results, op.result_types):
             self.types[r] = t
         try:
             emit(self, op)
+        except Exception as exc:
+            err = fail_closed(exc, (op.name, op.loc), f"translating @{self.fn.name}")
+            if err is exc:
+                raise
+            raise err from exc
         finally:
             self.cur_op = prev
 
@@ -167,11 +177,7 @@ class _Indent:
         self.t.depth -= 1
 
 
-_CACHE: dict[str, Program] = {}
-
-
-def ir_hash(view_text: str, fn_name: str) -> str:
-    return hashlib.sha256(f"{fn_name}\n{view_text}".encode()).hexdigest()[:20]
+_CACHE: dict[str, Program] = {}  # translations by IR key; cleared by ldssan.runtime.reset_caches()
 
 
 def translate(view: ModuleView, fn_name: str, *, batched: bool = False,
@@ -189,7 +195,7 @@ def translate(view: ModuleView, fn_name: str, *, batched: bool = False,
     exec(compile(source, filename, "exec"), namespace)
     prog = Program(
         name=fn_name, source=source, wave_fn=namespace["wave"], line_ops=tr.line_ops,
-        n_args=len(fn.body[0].args), filename=filename, stats=dict(tr.stats),
+        n_args=len(fn.body[0].args), filename=filename,
     )
     if cache_key is not None:
         _CACHE[cache_key] = prog
@@ -197,4 +203,5 @@ def translate(view: ModuleView, fn_name: str, *, batched: bool = False,
 
 
 def clear_cache() -> None:
+    """Forget every translated program (tests; a process that reloads emitters)."""
     _CACHE.clear()

@@ -5,14 +5,14 @@ While `active()` is on, three FlyDSL seams are patched (once per process):
 1. `RocmBackend.pipeline_fragments` ends the pipeline right after `convert-fly-to-rocdl` +
    `canonicalize` (scf still structured) with a versioned `ldssan{...}` sentinel fragment.
    Fragments are part of FlyDSL's cache key, so emulated, instrumented and plain builds
-   never share a cache entry (FLYDSL_PIPELINE.md §5.4).
+   never share a cache entry (docs/architecture.md, "FlyDSL seams").
 2. `jit_function.PassManager.parse` replaces the sentinel with the Python pass registered
    for it (the ldssan instrumentation, or nothing for plain emulation).
 3. `jit_function._call_state_from_spec` returns an `EmuCallState` for such artifacts: the
    user's `launch(...)` with CPU tensors runs here, results land in the tensors.
 
 FlyDSL needs `FLYDSL_GPU_ARCH` (and `ARCH`) to pick gfx1250 without a GPU: `ARCH` alone
-leaves DSL helpers on gfx942 code paths (FLYDSL_PIPELINE.md §1).
+leaves DSL helpers on gfx942 code paths (docs/architecture.md, "FlyDSL seams").
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from ldssan.passes import locations
 from ldssan.passes.ir.irview import view_module
-from .launch import Launcher
+from .launch import Launcher, bind_pointers, host_arguments
 from .memory import GlobalMemory
 from .sched import Policy
 
@@ -41,7 +42,8 @@ class EmuConfig:
     sanitize: bool = False
     pass_options: str = ""  # folded into the sentinel: changes the cache key
     launches: list = field(default_factory=list)  # LaunchRecord of every launch, in order
-    sanitizer_factory: object = None  # callable(site_table_json) -> sanitizer session, or None
+    # factory(sites_json, entry, view) -> ldssan.runtime.session.ShadowSession, or None
+    sanitizer_factory: object = None
 
 
 _state = threading.local()
@@ -80,15 +82,27 @@ def force_gfx1250() -> None:
     os.environ["ARCH"] = "gfx1250"
 
 
-def _source_digest() -> str:
-    """Hash of this package's sources: editing ldssan invalidates its cache entries."""
-    here = os.path.dirname(os.path.dirname(__file__))
+def digest_sources() -> list[str]:
+    """The source files a cached build depends on: the instrumentation pass (`ldssan.passes`,
+    with its IR reader) and the emulator's front end and translation (`ldssan.runtime.emu`).
+    Not the engine, reports, tests or benchmarks: they never reach a compiled artifact."""
+    import ldssan.passes
+
+    out = []
+    for top in (os.path.dirname(ldssan.passes.__file__), os.path.dirname(__file__)):
+        for root, dirs, files in os.walk(top):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            out.extend(os.path.join(root, name) for name in sorted(files) if name.endswith(".py"))
+    return out
+
+
+def _source_digest(files: list[str] | None = None) -> str:
+    """Hash of `files` (default: `digest_sources()`), names and contents: editing the pass or
+    the emulator invalidates ldssan's FlyDSL cache entries, editing anything else does not."""
     h = hashlib.sha256(VERSION.encode())
-    for root, _dirs, files in sorted(os.walk(os.path.dirname(here))):
-        for name in sorted(files):
-            if name.endswith(".py"):
-                with open(os.path.join(root, name), "rb") as f:
-                    h.update(f.read())
+    for path in digest_sources() if files is None else files:
+        with open(path, "rb") as f:
+            h.update(os.path.basename(path).encode() + b"\0" + f.read())
     return h.hexdigest()[:12]
 
 
@@ -146,6 +160,11 @@ def install() -> None:
         return orig_call_state(call_spec, artifact)
 
     jit_function._call_state_from_spec = call_state_from_spec
+    # the launcher's parameter names, so an argument the emulator refuses is named
+    jit_function._build_call_spec = _named_call_spec(jit_function._build_call_spec)
+    # raw ROCDL builders carry the kernel's `def` line; emulator errors (not only the
+    # sanitizer's reports) must name the op's own line
+    locations.install()
 
     orig_prepare = jit_function.MlirCompiler.prepare.__func__
 
@@ -216,6 +235,13 @@ def _is_emu_artifact(artifact) -> bool:
 _VIEWS: dict[str, tuple] = {}
 
 
+def clear_caches() -> None:
+    """Forget parsed artifact modules and the source digest (`ldssan.runtime.reset_caches`)."""
+    global _DIGEST
+    _VIEWS.clear()
+    _DIGEST = None
+
+
 def _view_of(artifact):
     """Parse the artifact's module once per process (keyed by its text hash)."""
     key = hashlib.sha256(artifact._ir_text.encode()).hexdigest()[:20]
@@ -231,33 +257,15 @@ def _view_of(artifact):
     return got
 
 
-def _slot_value(storage, ctype=None):
-    """A filled ctypes slot as the emulator's value (numpy scalars; tuples for aggregates)."""
-    import numpy as np
-
-    if isinstance(storage, ctypes.Structure):
-        return tuple(_slot_value(getattr(storage, name), ct) for name, ct, *_ in storage._fields_)
-    if isinstance(storage, ctypes.Array):
-        return tuple(_slot_value(x, storage._type_) for x in storage)
-    ctype = ctype or type(storage)
-    v = storage.value if isinstance(storage, ctypes._SimpleCData) else storage
-    if ctype in (ctypes.c_void_p, ctypes.c_char_p):
-        return np.int64(v or 0)
-    if ctype is ctypes.c_float:
-        return np.float32(v)
-    if ctype is ctypes.c_double:
-        return np.float64(v)
-    if ctype is ctypes.c_bool:
-        return np.bool_(v)
-    return np.dtype(f"i{ctypes.sizeof(ctype)}").type(v)
-
-
 class EmuCallState:
-    """Stands in for FlyDSL's CallState: packs arguments the same way, runs them here."""
+    """Stands in for FlyDSL's CallState: FlyDSL's own fills pack the arguments into their
+    ctypes slots; the slots' bytes are decoded as the host function's parameter types."""
 
     def __init__(self, call_spec, artifact):
         self.spec = call_spec
         self.artifact = artifact
+        params = getattr(call_spec, "param_names", None)
+        self.slot_names = _slot_names(call_spec, params)
 
     def __call__(self, args_tuple):
         from flydsl.compiler.jit_executor import build_abi_storage
@@ -267,34 +275,91 @@ class EmuCallState:
         for (i, _ct, fill), s in zip(self.spec, storages):
             if fill is not None:
                 fill(args_tuple[i], s)
-        values = [_slot_value(s) for s in storages]
-        gmem = GlobalMemory()
-        _register_tensors(gmem, args_tuple)
+        raws = [ctypes.string_at(ctypes.addressof(s), ctypes.sizeof(s)) for s in storages]
         view, key = _view_of(self.artifact)
+        entry = self.artifact._entry
+        values = host_arguments(view, entry, raws, self.slot_names)
+        gmem = GlobalMemory()
+        params = getattr(self.spec, "param_names", None)
+        _register_tensors(gmem, args_tuple, params)
+        bind_pointers(gmem, view, entry, values, self.slot_names)
         sanitizer = None
         if "ldssan.sites" in view.attrs and cfg.sanitizer_factory is not None:
-            sanitizer = cfg.sanitizer_factory(view.attrs["ldssan.sites"], self.artifact._entry, view)
+            sanitizer = cfg.sanitizer_factory(view.attrs["ldssan.sites"], entry, view)
         launcher = Launcher(view, gmem, policy=cfg.policy, batch=cfg.batch, ir_key=key,
                             sanitizer=sanitizer, resident=cfg.resident)
-        launcher.run_host(self.artifact._entry, values)
+        launcher.run_host(entry, values)
         cfg.launches.extend(launcher.records)
         if sanitizer is not None:
             sanitizer.finish()
         return None
 
 
-def _register_tensors(gmem: GlobalMemory, args) -> None:
+class _NamedSpec(tuple):
+    """FlyDSL's slot spec tuple, carrying the launcher's parameter names for messages."""
+
+    param_names: tuple[str, ...] = ()
+
+
+def _named_call_spec(build):
+    def build_call_spec(sig, args_tuple):
+        spec = _NamedSpec(build(sig, args_tuple))
+        spec.param_names = tuple(sig.parameters)
+        return spec
+
+    return build_call_spec
+
+
+def _param_name(params, i: int) -> str:
+    if i < 0:
+        return "(stream)"  # the null stream FlyDSL appends when the launcher declares none
+    return params[i] if params and i < len(params) else f"#{i}"
+
+
+def _slot_names(spec, params) -> list[str]:
+    """'A' for a parameter's first slot, 'A#1', 'A#2' for the rest (a dynamic-layout tensor
+    has a pointer slot and a shape/stride slot; a struct one slot per field)."""
+    names, seen = [], {}
+    for i, _ct, _fill in spec:
+        k = seen[i] = seen.get(i, -1) + 1
+        base = _param_name(params, i)
+        names.append(f"'{base}'" if k == 0 else f"'{base}#{k}'")
+    return names
+
+
+_REACH_DEPTH = 4  # argument -> wrapper / container -> field -> tensor, with room for nesting
+
+
+def _register_tensors(gmem: GlobalMemory, args, params=None) -> None:
+    """Register the CPU tensors among the arguments and reachable from them: sequences,
+    dicts and object attributes (FlyDSL's tensor wrappers, struct fields), a few levels deep.
+    A tensor argument on another device is an error; one found deeper is skipped (it is
+    not this launch's memory, and a pointer into it fails in `bind_pointers`)."""
     import torch
 
+    seen: set[int] = set()
+
+    def visit(obj, name: str, depth: int) -> None:
+        if isinstance(obj, torch.Tensor):
+            if depth >= _REACH_DEPTH - 1 or obj.device.type == "cpu":
+                gmem.add_tensor(obj, name=name)
+            return
+        if depth == 0 or id(obj) in seen or isinstance(obj, (str, bytes, int, float, type)):
+            return
+        seen.add(id(obj))
+        if isinstance(obj, dict):
+            items = obj.items()
+        elif isinstance(obj, (list, tuple)):
+            items = enumerate(obj)
+        elif hasattr(obj, "__dict__"):
+            items = vars(obj).items()
+        else:
+            return
+        for k, v in list(items):
+            visit(v, f"{name}.{k}", depth - 1)
+
     for i, a in enumerate(args):
-        if isinstance(a, torch.Tensor):
-            gmem.add_tensor(a, name=f"arg{i}")
-        elif isinstance(a, (list, tuple)):
-            _register_tensors(gmem, a)
-        elif hasattr(a, "__dict__") and not isinstance(a, type):
-            for v in vars(a).values():
-                if isinstance(v, torch.Tensor):
-                    gmem.add_tensor(v, name=f"arg{i}")
+        visit(a, f"argument '{_param_name(params, i)}'", _REACH_DEPTH)
 
 
 @contextmanager

@@ -6,6 +6,8 @@ and decodes TDM descriptors into LDS footprints.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ldssan.passes.abi import ORDERINGS, SCOPES, WAIT_ASYNCMARK, BarrierForm
 
 from ..shadow import AccessKind, CopyKind, Counter
@@ -54,6 +56,8 @@ class ShadowHooks:
 
     def barrier(self, site, form, bid, mask):
         e, w = self.engine, self.wave
+        if form in _ARRIVALS and mask is not self.ctx.mask:
+            self._partial_mask(site, mask)
         if form == BarrierForm.FENCED_ARRIVE:
             e.fence(w, site, "release", "workgroup")
             e.barrier_signal(w, site, bid)
@@ -67,5 +71,21 @@ class ShadowHooks:
         else:
             raise ValueError(f"ldssan: unknown barrier form {form}")
 
+    def _partial_mask(self, site, mask):
+        """LDS020 for a barrier reached with lanes masked off (divergent control flow), per
+        workgroup of the batch, with the lanes that reached it."""
+        live = self.ctx.mask
+        mask = np.asarray(mask)
+        missing = (live & ~mask).reshape(-1, 32)
+        if not missing.any():
+            return
+        here = (live & mask).reshape(-1, 32)
+        for g in np.flatnonzero(missing.any(axis=1)):
+            self.engine.barrier_divergence(self.wave, site, group=int(g),
+                                           lanes=np.flatnonzero(here[g]).tolist())
+
     def fence(self, site, ordering, scope, mask):
         self.engine.fence(self.wave, site, ORDERINGS.get(ordering, "monotonic"), SCOPES[scope])
+
+
+_ARRIVALS = (BarrierForm.FENCED_ARRIVE, BarrierForm.SIGNAL, BarrierForm.BARE_ARRIVE)

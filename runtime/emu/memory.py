@@ -4,6 +4,13 @@ Global memory is the host memory of the launch's CPU tensors, viewed in place (r
 land in the tensors). Every access is checked against the registered regions: an address
 outside every tensor is an error naming the address, never a silent host read.
 
+Raw addresses (`from_c_void_p(t.data_ptr())`, addresses the kernel builds with
+`llvm.inttoptr`) are resolved against memory provably owned by the process's torch
+tensors, never against arbitrary host memory: `PROCESS_TENSORS` remembers (weakly) every
+CPU tensor storage an emulated launch has seen, and only when an address misses all of
+them does it walk the live objects once (`gc.get_objects()`, tens of milliseconds, so
+never on the common path) for CPU tensors whose storage holds it.
+
 LDS is one flat byte array per batch: workgroup g of the batch owns bytes
 [g*lds_bytes, (g+1)*lds_bytes). LDS pointers in the kernel are offsets within the
 workgroup's LDS; the per-lane group base is added here.
@@ -13,6 +20,8 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import gc
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,9 +40,15 @@ class Region:
 
 
 class GlobalMemory:
+    """The regions a launch may touch. With `reach_process` set, an access that misses them
+    may still land in any live CPU tensor of the process (`PROCESS_TENSORS`): for launches
+    that pass or build raw addresses; launches of tensors only keep the strict check, so an
+    out-of-bounds access there stays an error even when it happens to hit another tensor."""
+
     def __init__(self) -> None:
         self.regions: list[Region] = []
         self._bases: list[int] = []
+        self.reach_process = False
 
     def add(self, base: int, size: int, name: str = "") -> None:
         if size <= 0 or base == 0:
@@ -52,15 +67,34 @@ class GlobalMemory:
                 f"the virtual gfx1250 runs on CPU tensors; argument {name or '?'} is on {tensor.device}")
         storage = tensor.untyped_storage()
         self.add(storage.data_ptr(), storage.nbytes(), name)
+        PROCESS_TENSORS.remember(tensor)
 
-    def region_of(self, addr: int, nbytes: int) -> Region:
+    def find(self, addr: int, nbytes: int = 1) -> Region | None:
         i = bisect.bisect(self._bases, addr) - 1
         if i >= 0:
             r = self.regions[i]
             if addr + nbytes <= r.base + r.size:
                 return r
-        raise EmuMemoryError(
-            f"global memory access of {nbytes} bytes at 0x{addr:x} is outside every tensor of the launch")
+        return None
+
+    def add_process_tensor(self, addr: int, nbytes: int, name: str) -> Region | None:
+        """Register the storage of the live CPU tensor holding [addr, addr+nbytes), if any."""
+        hit = PROCESS_TENSORS.storage_at(addr, nbytes)
+        if hit is None:
+            return None
+        base, size, what = hit
+        self.add(base, size, f"{name} ({what})")
+        return self.find(addr, nbytes)
+
+    def region_of(self, addr: int, nbytes: int) -> Region:
+        r = self.find(addr, nbytes)
+        if r is None and self.reach_process:
+            r = self.add_process_tensor(addr, nbytes, "raw address")
+        if r is not None:
+            return r
+        where = ("every live CPU torch tensor of the process" if self.reach_process
+                 else "every tensor of the launch")
+        raise EmuMemoryError(f"global memory access of {nbytes} bytes at 0x{addr:x} is outside {where}")
 
     def locate(self, addr: np.ndarray, nbytes: int) -> tuple[Region, np.ndarray]:
         """The region all `addr` fall in, and their offsets into it (one region per access)."""
@@ -87,6 +121,70 @@ class GlobalMemory:
         r, off = self.locate(addr, raw.shape[1])
         idx = off[:, None] + np.arange(raw.shape[1], dtype=np.int64)
         r.view[idx] = raw
+
+
+class ProcessTensors:
+    """CPU torch tensor storages known to be alive, to resolve raw addresses against.
+
+    Every tensor an emulated launch registers is remembered by weak reference (a storage
+    freed since is forgotten, never read). A miss falls back to one scan of the objects the
+    garbage collector tracks, remembering every CPU tensor it meets, so a later miss in the
+    same storage is cheap."""
+
+    def __init__(self) -> None:
+        # storage base -> (size, a tensor on it): ranges are matched first, and only a hit
+        # is checked against the live tensor (freed, or storage reallocated -> forgotten)
+        self._refs: dict[int, tuple[int, weakref.ref]] = {}
+
+    def remember(self, tensor) -> None:
+        span = _cpu_storage(tensor)
+        if span is not None:
+            self._refs[span[0]] = (span[1], weakref.ref(tensor))
+
+    def storage_at(self, addr: int, nbytes: int) -> tuple[int, int, str] | None:
+        """(base, size, description) of a live CPU storage holding the bytes, or None."""
+        hit = self._lookup(addr, nbytes)
+        if hit is None:
+            self._scan()
+            hit = self._lookup(addr, nbytes)
+        return hit
+
+    def _lookup(self, addr: int, nbytes: int):
+        for base, (size, ref) in list(self._refs.items()):
+            if not (base <= addr and addr + nbytes <= base + size):
+                continue
+            t = ref()
+            if t is None or _cpu_storage(t) != (base, size):
+                del self._refs[base]
+                continue
+            return base, size, f"the {size}-byte storage of a live {t.dtype} CPU tensor"
+        return None
+
+    def _scan(self) -> None:
+        import torch
+
+        self._refs = {b: e for b, e in self._refs.items() if e[1]() is not None}
+        for obj in gc.get_objects():
+            # type(), not isinstance(): isinstance reads `__class__`, which some module
+            # proxies answer with a deprecation warning
+            if issubclass(type(obj), torch.Tensor):
+                self.remember(obj)
+
+
+def _cpu_storage(tensor) -> tuple[int, int] | None:
+    """(base, nbytes) of a CPU tensor's storage; None for other devices and storage-less
+    tensors (sparse, nested, meta), which hold no host bytes the kernel could reach."""
+    try:
+        if tensor.device.type != "cpu":
+            return None
+        storage = tensor.untyped_storage()
+        base, size = storage.data_ptr(), storage.nbytes()
+    except (RuntimeError, NotImplementedError, TypeError):
+        return None
+    return (base, size) if base and size > 0 else None
+
+
+PROCESS_TENSORS = ProcessTensors()
 
 
 class LocalMemory:

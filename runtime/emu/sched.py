@@ -7,20 +7,27 @@ and, for in-flight async/TDM copies, when they land (`late`: at the forcing wait
 verdict never depends on these choices; only the values a racy kernel computes do.
 
 Every loop is bounded: a wave that never reaches a barrier others wait at is a deadlock
-error naming each wave's position; a runaway kernel exhausts the step budget.
+error naming each wave's position; a runaway kernel exhausts the step budget or the time
+limit (`wave.Budget`), an error naming the loop and each wave's position.
+
+Without a sanitizer attached, a barrier misuse the happens-before engine would report as
+LDS020 (a barrier under a partial exec mask, waves meeting at one barrier phase from
+different barrier ops, a second signal before the wait) is a
+`BarrierDivergenceError`: on hardware it hangs or skews the phases. Under the sanitizer
+the engine reports it and the run goes on.
 """
 
 from __future__ import annotations
 
+import inspect
 import random
 import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .wave import StepBudgetExceeded, WaveCtx
+from .wave import NullHooks, StepBudgetExceeded, WaveCtx
 
-ORDERS = ("round-robin", "reverse", "random")
 ASYNC = ("late", "early", "random")
 
 
@@ -33,6 +40,12 @@ class SpinTimeout(DeadlockError):
 
 
 SPIN_LIMIT = 200_000
+CLOCK_EVERY = 1024  # scheduler steps between two looks at the time limit
+
+
+class BarrierDivergenceError(DeadlockError):
+    """Waves of a workgroup ran different barrier sequences, or a barrier ran under a
+    partial exec mask (plain emulation; the sanitizer reports these as LDS020)."""
 
 
 class BatchDivergence(RuntimeError):
@@ -82,6 +95,7 @@ ALL_POLICIES = (Policy("round-robin"), Policy("reverse"), Policy("random", 1), P
 class _Barrier:
     phase: int = 0
     arrived: set = field(default_factory=set)
+    first: tuple | None = None  # (wave, generated line) of the phase's first signal
 
 
 class Scheduler:
@@ -104,6 +118,10 @@ class Scheduler:
         self.cursor = -1
         self.on_wave_end = on_wave_end
         self.steps = 0
+        self.budget = waves[0].budget if waves else None
+        self.raised: tuple | None = None  # (wave, op text) of a wave whose generator raised
+        # plain emulation: barrier misuse is an error here (the sanitizer's engine reports it)
+        self.strict = all(type(w.san) is NullHooks for w in waves)
 
     # -- policy ----------------------------------------------------------------------------
     def _pick(self) -> int:
@@ -125,13 +143,19 @@ class Scheduler:
         return (self.waves[w].team, bid)
 
     def _barrier(self, key: tuple) -> _Barrier:
-        return self.barriers.setdefault(key, _Barrier())
+        b = self.barriers.get(key)
+        if b is None:  # not setdefault: that builds a _Barrier on every call (hot path)
+            b = self.barriers[key] = _Barrier()
+        return b
 
     def _signal(self, w: int, bid: int) -> None:
         key = self._key(w, bid)
         b = self._barrier(key)
+        mine = (w, key)
+        if self.strict:
+            self._check_sequence(w, mine, b)
         b.arrived.add(w)
-        self.awaiting[(w, key)] = b.phase
+        self.awaiting[mine] = b.phase
         self._maybe_complete(key)
 
     def _maybe_complete(self, key: tuple) -> None:
@@ -139,6 +163,7 @@ class Scheduler:
         if b.arrived and self.team_live[key[0]] <= b.arrived:
             b.phase += 1
             b.arrived.clear()
+            b.first = None
             for w, (wk, ph) in list(self.blocked.items()):
                 if wk == key and ph < b.phase:
                     del self.blocked[w]
@@ -147,7 +172,7 @@ class Scheduler:
     def _wait(self, w: int, bid: int) -> None:
         key = self._key(w, bid)
         b = self._barrier(key)
-        ph = self.awaiting.pop((w, key), b.phase)
+        ph = self.awaiting.pop((w, key), b.phase)  # a wait with no signal: a deadlock, reported
         if ph < b.phase:
             return  # phase already complete
         self.ready.remove(w)
@@ -172,10 +197,19 @@ class Scheduler:
         except StopIteration:
             self._end(w)
             return
+        except StepBudgetExceeded as exc:
+            raise type(exc)(self._budget_message(exc, w)) from None
         except Exception as exc:
-            self._annotate(exc, w)
-            raise
+            err = self._annotate(exc, w)
+            if err is exc:
+                raise
+            raise err from exc
         self.steps += 1
+        if not self.steps % CLOCK_EVERY and self.budget is not None:
+            try:
+                self.budget.check()
+            except StepBudgetExceeded as exc:
+                raise type(exc)(self._budget_message(exc, None)) from None
         kind = ev[0]
         if kind == "spin":
             self.spins += 1
@@ -190,10 +224,14 @@ class Scheduler:
         if kind == "barrier":
             ctx.flush_ds()  # gpu.barrier's release fence is s_wait_dscnt 0
             self._check_batch(ctx, ev[2])
+            if self.strict and ev[2] is not ctx.mask:
+                self._check_lanes(w, ev[2])
             self._signal(w, ev[1])
             self._wait(w, ev[1])
         elif kind == "signal":
             self._check_batch(ctx, ev[2])
+            if self.strict and ev[2] is not ctx.mask:
+                self._check_lanes(w, ev[2])
             self._signal(w, ev[1])
         elif kind == "wait":
             self._wait(w, ev[1])
@@ -234,6 +272,50 @@ class Scheduler:
         if not (active == ctx.groups_active).all():
             raise BatchDivergence(f"wave {ctx.wave}: batched workgroups diverge at a barrier")
 
+    # -- barrier misuse (plain emulation) ---------------------------------------------------------
+    def _check_lanes(self, w: int, mask) -> None:
+        """A barrier reached with some of the wave's lanes masked off (divergent control flow)."""
+        ctx = self.waves[w]
+        mask = np.asarray(mask)
+        missing = ctx.mask & ~mask
+        if not missing.any():
+            return
+        lo = int(np.flatnonzero(missing)[0]) // 32 * 32  # the first batched workgroup affected
+        group = slice(lo, lo + 32)
+        here = np.flatnonzero(mask[group] & ctx.mask[group])
+        gone = np.flatnonzero(missing[group])
+        where = ""
+        if ctx.L > 32:
+            where = f" (workgroup {tuple(int(np.asarray(b).reshape(-1)[lo]) for b in ctx.bid)})"
+        raise BarrierDivergenceError(self._divergence_message(
+            w, f"reaches {self.position(w)} under a partial exec mask{where}: lanes {_ranges(here)} "
+            f"at the barrier, lanes {_ranges(gone)} not (a barrier in divergent control flow)"))
+
+    def _check_sequence(self, w: int, mine: tuple, b: _Barrier) -> None:
+        """Every wave signals phase k from the same barrier op, once (the engine's LDS020)."""
+        if mine in self.awaiting:
+            raise BarrierDivergenceError(self._divergence_message(
+                w, f"signals barrier {mine[1][1]} again in {self.position(w)} before waiting for its "
+                f"signal of phase {self.awaiting[mine]}"))
+        line = self.gens[w].gi_frame.f_lineno
+        first = b.first
+        if first is None:
+            b.first = (w, line)
+            return
+        other, other_line = first
+        if other_line != line:
+            raise BarrierDivergenceError(self._divergence_message(
+                w, f"meets barrier phase {b.phase} in {self._op_text(line)}, but {self._name(other)} "
+                f"met it in {self._op_text(other_line)} (different barrier sequences)"))
+
+    def _op_text(self, line: int) -> str:
+        at = self.program.op_at(line)
+        return f"'{at[0]}' at {at[1]}" if at else f"line {line} of the translated kernel"
+
+    def _divergence_message(self, w: int, what: str) -> str:
+        head = f"ldssan-emu: barrier divergence in kernel {self.program.name} — {self._name(w)} {what}:"
+        return self._deadlock_message(head)
+
     def _end(self, w: int) -> None:
         ctx = self.waves[w]
         ctx.drain()
@@ -249,11 +331,13 @@ class Scheduler:
 
     # -- diagnostics ----------------------------------------------------------------------------
     def position(self, w: int) -> str:
-        frame = self.gens[w].gi_frame
-        if frame is None:
+        gen = self.gens[w]
+        if gen.gi_frame is None:
             return "finished"
-        at = self.program.op_at(frame.f_lineno)
-        return f"'{at[0]}' at {at[1]}" if at else f"line {frame.f_lineno} of the translated kernel"
+        if inspect.getgeneratorstate(gen) == inspect.GEN_CREATED:
+            return "its first op (not started yet)"
+        frame = gen.gi_frame
+        return self._op_text(frame.f_lineno)
 
     def _name(self, w: int) -> str:
         ctx = self.waves[w]
@@ -265,7 +349,8 @@ class Scheduler:
         for w in sorted(self.live):
             key, ph = self.blocked.get(w, (None, None))
             what = f"waiting at barrier {key[1]} (phase {ph})" if key is not None else "running"
-            lines.append(f"  {self._name(w)}: {what} in {self.position(w)}")
+            where = self.raised[1] if self.raised and self.raised[0] == w else self.position(w)
+            lines.append(f"  {self._name(w)}: {what} in {where}")
         done = sorted(set(range(len(self.waves))) - self.live)
         if done:
             lines.append(f"  finished waves: {[self._name(w) for w in done]}")
@@ -276,13 +361,41 @@ class Scheduler:
             lines.append(f"  {where}barrier {bid}: phase {b.phase}, arrived {arrived} of live {live}")
         return "\n".join(lines)
 
-    def _annotate(self, exc: Exception, w: int) -> None:
+    def _raised_at(self, exc: Exception) -> str | None:
+        """The op of the kernel whose generated line raised `exc` (innermost), if any."""
         tb = exc.__traceback__
-        at = None
+        line = None
         while tb is not None:
             if tb.tb_frame.f_code.co_filename == self.program.filename:
-                at = self.program.op_at(tb.tb_lineno)
+                line = tb.tb_lineno
             tb = tb.tb_next
-        where = f"'{at[0]}' at {at[1]}" if at else self.position(w)
-        if isinstance(exc, StepBudgetExceeded) or hasattr(exc, "add_note"):
-            exc.add_note(f"ldssan-emu: while running wave {w} of kernel {self.program.name}: {where}")
+        return self._op_text(line) if line is not None else None
+
+    def _annotate(self, exc: Exception, w: int) -> Exception:
+        """`exc` from wave `w`'s code as the error to raise: an ldssan error naming the op."""
+        return self.program.failure(exc, f"wave {w}", self.position(w))
+
+    def _budget_message(self, exc: StepBudgetExceeded, w: int | None) -> str:
+        """The budget error with the loop that ran it out and every wave's position."""
+        head = f"{exc}\n  in kernel {self.program.name}"
+        if w is not None:
+            where = self._raised_at(exc) or "an unknown op"
+            head += f", {self._name(w)} running the loop {where}"
+            self.raised = (w, where)
+        return self._deadlock_message(head + "; waves:")
+
+
+def _ranges(lanes) -> str:
+    """`0-15, 20` for a sorted array of lane numbers."""
+    out, start, prev = [], None, None
+    for x in (int(v) for v in lanes):
+        if start is None:
+            start = prev = x
+        elif x == prev + 1:
+            prev = x
+        else:
+            out.append(f"{start}-{prev}" if prev > start else f"{start}")
+            start = prev = x
+    if start is not None:
+        out.append(f"{start}-{prev}" if prev > start else f"{start}")
+    return ", ".join(out)

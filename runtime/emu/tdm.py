@@ -1,4 +1,5 @@
-"""Tensor data mover (TDM) descriptors: decoding, footprints and data movement.
+"""Tensor data mover (TDM) descriptors: decoding and footprints (the copy itself is
+`rt.copies.TdmCopy`; the happens-before hooks use the footprints).
 
 2-D descriptor layout (FlyDSL 0.5.0's encoder, `expr/rocdl/tdm_ops.py`):
 
@@ -31,8 +32,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .memory import EmuMemoryError
-from .wave import Copy
 
 
 @dataclass(frozen=True)
@@ -138,47 +137,3 @@ def decode_batch(ctx, g0, g1, g2, g3) -> list[Tdm2D]:
 def lds_footprint(ctx, g0, g1, g2, g3) -> list[np.ndarray]:
     """LDS byte offsets per workgroup of the batch (for the happens-before engine)."""
     return [d.lds_bytes() for d in decode_batch(ctx, g0, g1, g2, g3)]
-
-
-class TdmCopy(Copy):
-    """One in-flight TDM op of one wave: moves its tiles when completed."""
-
-    __slots__ = ("descs",)
-
-    def __init__(self, ctx, descs: list[Tdm2D], to_lds: bool):
-        super().__init__(ctx, to_lds)
-        self.descs = descs
-
-    def move(self) -> None:
-        for g, d in enumerate(self.descs):
-            if d.pred:
-                (self._load if self.to_lds else self._store)(g, d)
-
-    def _lds_index(self, g: int, d: Tdm2D, lds: np.ndarray) -> np.ndarray:
-        lds_mem = self.ctx.lds
-        if lds.size and (lds.min() < 0 or lds.max() + d.elem_bytes > lds_mem.lds_bytes):
-            if not self.ctx.lds_oob_ok:
-                raise EmuMemoryError(
-                    f"TDM tile at LDS offset {d.lds_addr} ({d.tile_dim1}x{d.tile_dim0} x {d.elem_bytes} B) "
-                    f"falls outside the workgroup's {lds_mem.lds_bytes} bytes of LDS")
-        idx = (g * lds_mem.lds_bytes + lds)[:, None] + np.arange(d.elem_bytes, dtype=np.int64)
-        return idx
-
-    def _load(self, g: int, d: Tdm2D) -> None:
-        gel, lds, inb = d.element_grid()
-        eb = d.elem_bytes
-        data = np.zeros((gel.size, eb), dtype=np.uint8)
-        if inb.any():
-            addrs = d.global_addr + gel[inb] * eb
-            data[inb] = self.ctx.gmem.read(addrs, np.dtype(np.uint8), eb)
-        idx = self._lds_index(g, d, lds)
-        ok = (idx[:, -1] < (g + 1) * self.ctx.lds.lds_bytes) & (lds >= 0)
-        self.ctx.lds.data[idx[ok]] = data[ok]
-
-    def _store(self, g: int, d: Tdm2D) -> None:
-        gel, lds, inb = d.element_grid()
-        idx = self._lds_index(g, d, lds)
-        ok = inb & (idx[:, -1] < (g + 1) * self.ctx.lds.lds_bytes) & (lds >= 0)
-        if ok.any():
-            data = self.ctx.lds.data[idx[ok]]
-            self.ctx.gmem.write(d.global_addr + gel[ok] * d.elem_bytes, data)

@@ -21,6 +21,7 @@ LANE_SOURCES = frozenset({
     "rocdl.workitem.id.x", "rocdl.workitem.id.y", "rocdl.workitem.id.z",
     "rocdl.mbcnt.lo", "rocdl.mbcnt.hi",
     "gpu.shuffle", "rocdl.ds_swizzle", "rocdl.ds_bpermute", "rocdl.permlanex16",
+    "rocdl.permlane16.var", "rocdl.permlanex16.var",
     "rocdl.permlane16.swap", "rocdl.permlane32.swap", "rocdl.update.dpp", "rocdl.mov.dpp",
     "llvm.atomicrmw", "llvm.cmpxchg",
     # WMMA results hold a lane's fragment of the accumulator.

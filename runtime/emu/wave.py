@@ -9,10 +9,12 @@
 | mask        | (L,) bool  | lanes that exist (a partial last wave has fewer)              |
 | tid, bid    | 3 x value  | thread / workgroup ids (bid is uniform when B == 1)           |
 | pending     | dict       | counter -> FIFO of in-flight copies of this wave              |
+| budget      | Budget     | loop iterations and CPU seconds left to the run (all waves)   |
 """
 
 from __future__ import annotations
 
+import time
 from collections import deque
 
 import numpy as np
@@ -21,7 +23,70 @@ WAVE = 32
 
 
 class StepBudgetExceeded(RuntimeError):
-    pass
+    """A launch ran more loop iterations / scheduler steps than its budget (a runaway loop)."""
+
+
+class EmulationTimeout(StepBudgetExceeded):
+    """A run took more seconds of emulation than its time limit."""
+
+
+CHECK_EVERY = 4096  # iterations between two looks at the clock: keeps the hot path cheap
+LONG_LOOP = 4096  # uniform loops longer than this are charged chunk by chunk
+
+
+class Budget:
+    """Loop iterations and seconds of emulation left to one scheduler run, shared by its
+    waves. `charge` is on the hot path: one subtraction and one compare; the clock is read
+    only every CHECK_EVERY iterations (and by the scheduler every CLOCK_EVERY steps).
+
+    Seconds are the process's CPU time: emulation is CPU-bound, and on a loaded machine
+    (CI, parallel test workers) wall time would turn a legitimate run into a timeout."""
+
+    __slots__ = ("left", "limit", "seconds", "deadline", "check_at")
+
+    def __init__(self, steps: int, seconds: float):
+        self.left = self.limit = int(steps)
+        self.seconds = float(seconds)
+        self.deadline = time.process_time() + self.seconds
+        self.check_at = max(self.left - CHECK_EVERY, -1)
+
+    def charge(self, n: int = 1) -> None:
+        self.left -= n
+        if self.left <= self.check_at:
+            self.check()
+
+    def check(self) -> None:
+        # -1: an exhausted budget is caught on the step that exhausts it
+        self.check_at = max(self.left - CHECK_EVERY, -1)
+        if self.left < 0:
+            raise StepBudgetExceeded(
+                f"ldssan-emu: step budget exhausted — more than {self.limit:,} loop iterations "
+                "in one run (a runaway loop?)")
+        if time.process_time() > self.deadline:
+            raise EmulationTimeout(
+                f"ldssan-emu: time limit exceeded — the run took more than {self.seconds:g} s "
+                "(CPU) of emulation (a runaway loop?)")
+
+    def loop(self, r: range):
+        """The iterations of a uniform loop, charged to the budget; a loop longer than what
+        is left fails at once, without running."""
+        n = len(r)
+        if n > self.left:
+            raise StepBudgetExceeded(
+                f"ldssan-emu: step budget exhausted — a loop of {n:,} iterations "
+                f"(range({r.start}, {r.stop}, {r.step})) exceeds the {max(self.left, 0):,} steps "
+                f"left of {self.limit:,}")
+        if n <= LONG_LOOP:
+            self.charge(n)
+            return r
+        return self._chunks(r)
+
+    def _chunks(self, r: range):
+        # long loops: charge (and look at the clock) once per chunk, not per iteration
+        for k in range(0, len(r), LONG_LOOP):
+            part = r[k:k + LONG_LOOP]
+            self.charge(len(part))
+            yield from part
 
 
 class NullHooks:
@@ -58,7 +123,7 @@ class Copy:
 class WaveCtx:
     def __init__(self, *, wave: int, n_waves: int, groups: list[tuple[int, int, int]],
                  block: tuple[int, int, int], grid: tuple[int, int, int], lds, gmem,
-                 lds_offsets: dict[str, int], batched: bool, budget: list[int], team: int = 0):
+                 lds_offsets: dict[str, int], batched: bool, budget: Budget, team: int = 0):
         B = len(groups)
         self.wave = wave
         self.team = team  # index of the workgroup among those resident at once
@@ -91,15 +156,26 @@ class WaveCtx:
         self.issued = 0
         self.returned = None
         self.nops = 0  # wave-ops executed (each on L lanes)
-        self._budget = budget
+        self.budget = budget
         self.groups_active = np.ones(B, dtype=bool)
         del L
 
     def tick(self) -> None:
-        """One loop iteration of a data-dependent loop: bounded, so a runaway loop is reported."""
-        self._budget[0] -= 1
-        if self._budget[0] <= 0:
-            raise StepBudgetExceeded(f"step budget exhausted in wave {self.wave}")
+        """One iteration of a divergent or `while` loop: bounded, so a runaway loop is reported."""
+        b = self.budget  # Budget.charge(1) inlined: this runs once per loop iteration
+        b.left -= 1
+        if b.left <= b.check_at:
+            b.check()
+
+    def loop(self, lb, ub, step) -> range:
+        """The iterations of a loop with a uniform trip count, charged to the step budget."""
+        r = range(int(lb), int(ub), int(step))
+        b = self.budget
+        n = len(r)
+        if n <= LONG_LOOP and b.left - n > b.check_at:  # the common case, inline
+            b.left -= n
+            return r
+        return b.loop(r)
 
     def asyncmark(self) -> None:
         self.marks.append(self.issued)

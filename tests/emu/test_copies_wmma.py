@@ -7,7 +7,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from ldssan.runtime.emu.ops.wmma import _CD_M, _CD_N, _layout_ab, wmma
+from ldssan.runtime.emu.rt.wmma import CD_M as _CD_M, CD_N as _CD_N, layout_ab as _layout_ab, wmma
 from ldssan.runtime.emu.tdm import decode
 
 from .test_ops import run

@@ -81,7 +81,7 @@ def const_expr(value, rt: Type) -> str:
     if rt.kind == "float":
         # float('inf') / float('nan') spell the non-finite constants too
         return f"{_dtype_expr(rt)}.type(float({str(float(value))!r}))"
-    raise TypeError(f"constant of type {rt}")
+    raise NotImplementedError(f"constant of type {rt}")  # fail_closed: UnsupportedOp naming the op
 
 
 @emits("arith.cmpi", "llvm.icmp")
@@ -109,19 +109,19 @@ def select(t, op: Op) -> None:
 def _cast(fn: str):
     def emit(t, op: Op) -> None:
         dt = _dtype_expr(op.result_types[0])
-        t.out(f"{t.v(op.results[0])} = np.asarray(R.{fn}({t.v(op.operands[0])}, {dt}))[()]")
+        t.out(f"{t.v(op.results[0])} = np.asarray({fn}({t.v(op.operands[0])}, {dt}))[()]")
 
     return emit
 
 
-emits("arith.index_cast", "arith.extsi", "llvm.sext")(_cast("extsi"))
-emits("arith.index_castui", "arith.extui", "llvm.zext")(_cast("extui"))
-emits("arith.trunci", "llvm.trunc")(_cast("trunci"))
-emits("arith.sitofp", "llvm.sitofp")(_cast("fconv"))
-emits("arith.uitofp", "llvm.uitofp")(_cast("uitofp"))
-emits("arith.fptosi", "llvm.fptosi")(_cast("fptosi"))
-emits("arith.fptoui", "llvm.fptoui")(_cast("fptoui"))
-emits("arith.extf", "arith.truncf", "llvm.fpext", "llvm.fptrunc")(_cast("fconv"))
+emits("arith.index_cast", "arith.extsi", "llvm.sext")(_cast("R.extsi"))
+emits("arith.index_castui", "arith.extui", "llvm.zext")(_cast("R.extui"))
+emits("arith.trunci", "llvm.trunc")(_cast("R.trunci"))
+emits("arith.sitofp", "llvm.sitofp")(_cast("R.fconv"))
+emits("arith.uitofp", "llvm.uitofp")(_cast("R.uitofp"))
+emits("arith.fptosi", "llvm.fptosi")(_cast("R.fptosi"))
+emits("arith.fptoui", "llvm.fptoui")(_cast("R.fptoui"))
+emits("arith.extf", "arith.truncf", "llvm.fpext", "llvm.fptrunc")(_cast("R.fconv"))
 
 
 @emits("arith.bitcast", "llvm.bitcast", "vector.bitcast")
@@ -132,8 +132,8 @@ def bitcast(t, op: Op) -> None:
         t.out(f"{t.v(res)} = {t.v(src)}")
         return
     vec = rt.count if rt.kind == "vector" else (rt.width // 8 if is_wide(rt) else None)
-    fn = "bitcast_uniform" if t.uniform(src) else "bitcast_lanes"
-    t.out(f"{t.v(res)} = R.{fn}({t.v(src)}, {_dtype_expr(rt)}, {vec})")
+    fn = "R.bitcast_uniform" if t.uniform(src) else "R.bitcast_lanes"
+    t.out(f"{t.v(res)} = {fn}({t.v(src)}, {_dtype_expr(rt)}, {vec})")
 
 
 @emits("arith.addui_extended")
@@ -149,8 +149,8 @@ def mul_extended(t, op: Op) -> None:
     a, b = (t.v(x) for x in op.operands)
     lo, hi = op.results
     bits = op.result_types[0].width
-    fn = "extsi" if op.name == "arith.mulsi_extended" else "extui"
-    t.out(f"_p = R.{fn}({a}, np.dtype('int64')) * R.{fn}({b}, np.dtype('int64'))")
+    fn = "R.extsi" if op.name == "arith.mulsi_extended" else "R.extui"
+    t.out(f"_p = {fn}({a}, np.dtype('int64')) * {fn}({b}, np.dtype('int64'))")
     dt = _dtype_expr(op.result_types[0])
     t.out(f"{t.v(lo)} = np.asarray(R.trunci(_p, {dt}))[()]")
     t.out(f"{t.v(hi)} = np.asarray(R.trunci(_p >> {bits}, {dt}))[()]")

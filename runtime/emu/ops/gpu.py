@@ -53,7 +53,6 @@ def num_subgroups(t, op: Op) -> None:
 
 @emits("gpu.barrier")
 def barrier(t, op: Op) -> None:
-    t.mark_yield()
     t.out(f"yield ('barrier', -1, {t.mask})")
 
 

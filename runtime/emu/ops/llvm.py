@@ -67,8 +67,8 @@ def load(t, op: Op) -> None:
 def store(t, op: Op) -> None:
     val, ptr = op.operands
     space = addr_space(op.operand_types[1])
-    fn = "lds_store" if space == 3 else "global_store"
-    t.out(f"R.{fn}(ctx, {t.v(ptr)}, {t.lanes(val)}, {t.mask})")
+    fn = "R.lds_store" if space == 3 else "R.global_store"
+    t.out(f"{fn}(ctx, {t.v(ptr)}, {t.lanes(val)}, {t.mask})")
 
 
 def gep_offsets(elem: Type, indices: list) -> list[tuple[str | int, int]]:
@@ -152,8 +152,11 @@ def extractvalue(t, op: Op) -> None:
 @emits("llvm.insertvalue")
 def insertvalue(t, op: Op) -> None:
     agg, val = op.operands
+    res = op.results[0]
     pos = [int(p) for p in op.attr("position")]
-    t.out(f"{t.v(op.results[0])} = R.tuple_set({t.v(agg)}, {pos!r}, {t.v(val)})")
+    # a per-lane member makes the whole aggregate per-lane: its uniform members are broadcast
+    uniform = t.uniform(res)
+    t.out(f"{t.v(res)} = R.tuple_set({t.as_shape(agg, uniform)}, {pos!r}, {t.as_shape(val, uniform)})")
 
 
 @emits("llvm.ptrtoint", "llvm.inttoptr")
@@ -197,7 +200,6 @@ def atomicrmw(t, op: Op) -> None:
     t.out(f"{t.v(op.results[0])} = R.atomic_rmw(ctx, {space}, {kind!r}, {t.lanes(ptr)}, "
           f"{t.lanes(val)}, {t.mask})")
     if space != 3:
-        t.mark_yield()
         t.out("yield ('sync',)")  # a global atomic: other workgroups may act on it now
 
 
@@ -208,7 +210,6 @@ def cmpxchg(t, op: Op) -> None:
     t.out(f"{t.v(op.results[0])} = R.atomic_cmpxchg(ctx, {space}, {t.lanes(ptr)}, {t.lanes(cmp)}, "
           f"{t.lanes(new)}, {t.mask})")
     if space != 3:
-        t.mark_yield()
         t.out("yield ('sync',)")
 
 

@@ -11,6 +11,7 @@ from ldssan.passes.ir.irview import Op
 from . import emits
 from .arith import _dtype_expr, lane_vector
 from .llvm import _count
+from ..rt.crosslane import dpp_control_name
 
 
 def _id(field: str, dim: int):
@@ -69,7 +70,48 @@ def mbcnt(t, op: Op) -> None:
 @emits("rocdl.ds_bpermute")
 def ds_bpermute(t, op: Op) -> None:
     index, src = op.operands
-    t.out(f"{t.v(op.results[0])} = R.bpermute(ctx, {t.lanes(index)}, {t.lanes(src)})")
+    t.out(f"{t.v(op.results[0])} = R.bpermute(ctx, {t.lanes(index)}, {t.lanes(src)}, {t.mask})")
+
+
+@emits("rocdl.update.dpp")
+def update_dpp(t, op: Op) -> None:
+    ctrl = int(op.attr("dppCtrl"))
+    if dpp_control_name(ctrl) is None:
+        raise t.unsupported(op, f"dpp_ctrl {ctrl:#x}: not a DPP16 control of gfx12 wave32 (the wave_shl/"
+                                "rol/shr/ror and row_bcast controls are GFX9-only)")
+    old, src = op.operands
+    t.out(f"{t.v(op.results[0])} = R.dpp(ctx, {t.lanes(old)}, {t.lanes(src)}, {ctrl}, "
+          f"{int(op.attr('rowMask'))}, {int(op.attr('bankMask'))}, {bool(op.attr('boundCtrl'))}, {t.mask})")
+
+
+@emits("rocdl.ds_swizzle")
+def ds_swizzle(t, op: Op) -> None:
+    src, offset = op.operands
+    if not t.uniform(offset):  # llvm.amdgcn.ds.swizzle takes the offset as an immediate
+        raise t.unsupported(op, "a per-lane swizzle offset (the offset is an immediate of ds_swizzle_b32)")
+    t.out(f"{t.v(op.results[0])} = R.swizzle(ctx, {t.lanes(src)}, {t.v(offset)}, {t.mask})")
+
+
+@emits("rocdl.permlanex16", "rocdl.permlane16.var", "rocdl.permlanex16.var")
+def permlane(t, op: Op) -> None:
+    if op.name == "rocdl.permlanex16":
+        old, src, lo, hi = op.operands
+        sel = f"R.permlane_select(ctx, {t.v(lo)}, {t.v(hi)})"
+    else:
+        old, src, sel_v = op.operands
+        sel = t.lanes(sel_v)
+    res = op.results[0]
+    expr = (f"R.permlane(ctx, {t.lanes(old)}, {t.lanes(src)}, {sel}, {bool(op.attr('fi'))}, "
+            f"{bool(op.attr('boundControl'))}, {'x16' in op.name}, {t.mask})")
+    if t.uniform(res):  # every operand uniform: the analysis keeps the result scalar
+        expr = f"R.collapse_uniform(ctx, {expr}, {t.mask})"
+    t.out(f"{t.v(res)} = {expr}")
+
+
+@emits("rocdl.permlane16.swap", "rocdl.permlane32.swap")
+def permlane_swap(t, op: Op) -> None:
+    raise t.unsupported(op, "v_permlane16/32_swap exchange rows of a wave64 (gfx950); not modeled for "
+                            "gfx1250 wave32")
 
 
 @emits("rocdl.make.buffer.rsrc")
@@ -100,21 +142,32 @@ def buffer_store(t, op: Op) -> None:
 # ----------------------------------------------------------------------------- barriers
 
 
+_BARRIER_KINDS = {-2: "trap barrier", -3: "cluster barrier", -4: "cluster trap barrier", 0: "NULL named barrier"}
+
+
+def _workgroup_barrier_id(t, op: Op) -> int:
+    """The id of a split barrier op; only the workgroup barrier (-1) is modeled, the others
+    are refused rather than run as a workgroup barrier (different members, different phases)."""
+    bid = int(op.attr("id"))
+    if bid != -1:
+        kind = _BARRIER_KINDS.get(bid, "named barrier")
+        raise t.unsupported(op, f"barrier id {bid} ({kind}): cluster/named barriers are not modeled "
+                                "yet; only the workgroup barrier (id -1) is")
+    return bid
+
+
 @emits("rocdl.s.barrier.signal")
 def barrier_signal(t, op: Op) -> None:
-    t.mark_yield()
-    t.out(f"yield ('signal', {int(op.attr('id'))}, {t.mask})")
+    t.out(f"yield ('signal', {_workgroup_barrier_id(t, op)}, {t.mask})")
 
 
 @emits("rocdl.s.barrier.wait")
 def barrier_wait(t, op: Op) -> None:
-    t.mark_yield()
-    t.out(f"yield ('wait', {int(op.attr('id'))})")
+    t.out(f"yield ('wait', {_workgroup_barrier_id(t, op)})")
 
 
 @emits("rocdl.s.barrier", "rocdl.barrier")
 def barrier(t, op: Op) -> None:
-    t.mark_yield()
     t.out(f"yield ('barrier', -1, {t.mask})")
 
 
@@ -127,7 +180,6 @@ _COUNTERS = {
 
 @emits(*_COUNTERS)
 def wait_counter(t, op: Op) -> None:
-    t.mark_yield()
     t.out(f"yield ('waitcnt', {_COUNTERS[op.name]!r}, {int(op.attr('count'))})")
 
 
@@ -138,5 +190,26 @@ def asyncmark(t, op: Op) -> None:
 
 @emits("rocdl.wait.asyncmark")
 def wait_asyncmark(t, op: Op) -> None:
-    t.mark_yield()
     t.out(f"yield ('wait_asyncmark', {int(op.attr('count'))})")
+
+
+@emits("rocdl.s.barrier.signal.isfirst")
+def barrier_signal_isfirst(t, op: Op) -> None:
+    # A signal whose i1 result says whether this wave was the first of the phase to signal
+    # (IntrinsicsAMDGPU.td, llvm.amdgcn.s.barrier.signal.isfirst). Which wave that is depends
+    # on timing; made deterministic as the canonical order (MODEL.md §5: wave id) gives it:
+    # wave 0 of the workgroup.
+    t.out(f"yield ('signal', {_workgroup_barrier_id(t, op)}, {t.mask})")
+    t.out(f"{t.v(op.results[0])} = np.bool_(ctx.wave == 0)")
+
+
+@emits("rocdl.wave.barrier")
+def wave_barrier(t, op: Op) -> None:
+    # a compiler scheduling barrier within one wave: no execution effect
+    t.out("pass")
+
+
+@emits("rocdl.s.get.barrier.state", "rocdl.s.get.named.barrier.state")
+def get_barrier_state(t, op: Op) -> None:
+    raise t.unsupported(op, "the barrier state (arrival and member counts) is a context-switch read whose "
+                            "value depends on timing; not modeled")

@@ -3,7 +3,8 @@
 A uniform condition or trip count becomes plain Python control flow. A per-lane one runs
 the region under a narrowed mask (`M<k>`) and merges results per lane; a side whose mask
 is empty is skipped, like `s_cbranch_execz`. Loops with per-lane trip counts run until no
-lane is left, with a step budget so a runaway loop is an error, not a hang.
+lane is left. Every loop form is charged to the step budget (`ctx.loop` for a uniform
+count, `ctx.tick()` per iteration otherwise), so a runaway loop is an error, not a hang.
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ def scf_for(t, op: Op) -> None:
         t.out(f"{t.v(a)} = {t.as_shape(init, u)}")
     if t.uniform(lb) and t.uniform(ub) and t.uniform(step):
         ivname = t.tmp("i")
-        t.out(f"for {ivname} in range(int({t.v(lb)}), int({t.v(ub)}), int({t.v(step)})):")
+        # ctx.loop charges the trip count to the step budget (a huge count fails at once)
+        t.out(f"for {ivname} in ctx.loop({t.v(lb)}, {t.v(ub)}, {t.v(step)}):")
         with t.indented():
             t.out(f"{t.v(iv)} = {t.v(lb)}.dtype.type({ivname})")
             _body(t, body)
@@ -143,7 +145,6 @@ def scf_while(t, op: Op) -> None:
         t.out("while True:")
         with t.indented():
             t.out("ctx.tick()")
-            t.mark_yield()
             t.out("yield ('spin',)")  # lets other waves (and resident workgroups) progress
             _body(t, before)
             t.out(f"if not {t.v(c)}:")
@@ -163,7 +164,6 @@ def scf_while(t, op: Op) -> None:
     t.out("while True:")
     with t.indented():
         t.out("ctx.tick()")
-        t.mark_yield()
         t.out("yield ('spin',)")
         t.mask = m
         try:

@@ -1,71 +1,15 @@
-"""gfx1250 WMMA (wave32, 16x16xK): D = A·Bᵀ + C with the hardware lane layouts.
-
-Lane layouts (as FlyDSL's gfx1250 MMA atoms define them; re-derived, not copied):
-- A (16xK) and B (16xK, i.e. N x K): lane l holds row l % 16; its value i (of K/2) sits at
-  K = (i // 8) * 16 + (l // 16) * 8 + i % 8 for 8/16-bit elements, K = (l // 16) * 2 + i for f32.
-- C/D (16x16): lane l, value v: M = (l // 16) * 8 + v, N = l % 16.
-Products are exact and accumulate in float64, rounded once to the accumulator type: within
-tolerance of the hardware, whose internal accumulation order is undocumented.
-"""
+"""rocdl.wmma emitters for the gfx1250 shapes (wave32, 16x16xK). The lane layouts and the
+matrix product are the run-time part, `rt/wmma.py`."""
 
 from __future__ import annotations
 
-import functools
 import re
 
-import ml_dtypes
-import numpy as np
-
-from ldssan.passes.ir.irview import Op
+from ldssan.passes.ir.irview import Op, RawAttr
+from ..rt.wmma import C_MODIFIERS, SCALE_FORMATS, SCALED_FORMATS, SCALED_K, WMMA_ELEM
 from . import emits
 
-_ELEM = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "f32": np.float32,
-         "fp8": ml_dtypes.float8_e4m3fn, "bf8": ml_dtypes.float8_e5m2, "iu8": np.int8, "i8": np.int8}
 _NAME = re.compile(r"rocdl\.wmma\.(\w+)\.16x16x(\d+)\.(\w+)$")
-
-
-@functools.lru_cache(maxsize=None)
-def _layout_ab(K: int, elem_bits: int) -> tuple[np.ndarray, np.ndarray]:
-    lane = np.arange(32)[:, None]
-    i = np.arange(K // 2)[None, :]
-    if elem_bits == 32:
-        k = (lane // 16) * 2 + i
-    else:
-        k = (i // 8) * 16 + (lane // 16) * 8 + i % 8
-    rows = np.broadcast_to(lane % 16, k.shape).copy()
-    rows.flags.writeable = False
-    k.flags.writeable = False
-    return rows, k
-
-
-_LANE = np.arange(32)[:, None]
-_CD_M = (_LANE // 16) * 8 + np.arange(8)[None, :]
-_CD_N = np.broadcast_to(_LANE % 16, (32, 8))
-
-
-def _matrix(frag: np.ndarray, dtype, K: int) -> np.ndarray:
-    """Per-lane fragments (L, bytes) -> (B, 16, K) float64 matrices."""
-    raw = np.ascontiguousarray(frag)
-    vals = raw.view(np.uint8).reshape(raw.shape[0], -1).view(dtype).astype(np.float64)
-    B = vals.shape[0] // 32
-    if vals.shape[1] != K // 2:
-        raise ValueError(f"WMMA fragment has {vals.shape[1]} elements per lane, expected {K // 2}")
-    rows, ks = _layout_ab(K, np.dtype(dtype).itemsize * 8)
-    mat = np.zeros((B, 16, K))
-    mat[:, rows, ks] = vals.reshape(B, 32, K // 2)
-    return mat
-
-
-def wmma(a, b, c, a_dtype, b_dtype, K: int):
-    A = _matrix(a, a_dtype, K)
-    Bm = _matrix(b, b_dtype, K)
-    c = np.asarray(c)
-    Bn = A.shape[0]
-    acc_dtype = c.dtype
-    C = np.zeros((Bn, 16, 16))
-    C[:, _CD_M, _CD_N] = c.reshape(Bn, 32, 8).astype(np.float64)
-    D = A @ Bm.transpose(0, 2, 1) + C
-    return D[:, _CD_M, _CD_N].reshape(Bn * 32, 8).astype(acc_dtype)
 
 
 def _types(op: Op):
@@ -75,7 +19,7 @@ def _types(op: Op):
     K, ab = int(m.group(2)), m.group(3)  # the accumulator type comes from the C operand
     parts = ab.split("_")
     a_t, b_t = (parts[0], parts[1]) if len(parts) == 2 else (parts[0], parts[0])
-    if a_t not in _ELEM or b_t not in _ELEM:
+    if a_t not in WMMA_ELEM or b_t not in WMMA_ELEM:
         return None
     return K, a_t, b_t
 
@@ -109,6 +53,66 @@ def register_variants(names) -> None:
             emits(name)(emit_wmma)
 
 
+# Scaled WMMA (semantics and layouts: the docstring of rt/wmma.py). The op's enum attributes,
+# with the defaults of FlyDSL's builder where one is absent.
+_SCALED = re.compile(r"rocdl\.wmma\.scale(16)?\.f32\.(\d+)x16x128\.(f8f6f4|f4)$")
+_ENUM_DEFAULTS = {"fmtA": "fp8_e4m3", "fmtB": "fp8_e4m3", "modC": "none", "scaleAType": "row0",
+                  "scaleBType": "row0", "fmtScaleA": "e8", "fmtScaleB": "e8"}
+_OPSEL = {"row0": 0, "row1": 1}  # which lane half supplies the scales
+
+
+def _enum(op: Op, name: str) -> str:
+    """`fp4_e2m1` from `#rocdl<matrix_format fp4_e2m1>`."""
+    attr = op.attr(name)
+    if attr is None:
+        return _ENUM_DEFAULTS[name]
+    text = attr.text if isinstance(attr, RawAttr) else str(attr)
+    return text.rstrip(">").split()[-1]
+
+
+def _dwords(ty) -> int:
+    """32-bit words of an integer scalar or vector operand type (0 if it is neither)."""
+    elem = ty.elem if ty.kind == "vector" else ty
+    if elem is None or elem.kind != "int":
+        return 0
+    return (ty.count if ty.kind == "vector" else 1) * elem.width // 32
+
+
+def emit_wmma_scale(t, op: Op) -> None:
+    m = _SCALED.match(op.name)
+    if m is None or len(op.operands) != 5:
+        raise t.unsupported(op, "scaled WMMA variant not emulated")
+    if m.group(2) != "16":
+        raise t.unsupported(op, "the 32x16x128 f4 scaled WMMA has no public lane layout (FlyDSL marks "
+                                "its own as provisional); use the 16x16x128 f8f6f4 form")
+    fmts = (_enum(op, "fmtA"), _enum(op, "fmtB"))
+    sel = (_enum(op, "scaleAType"), _enum(op, "scaleBType"))
+    sfmt = (_enum(op, "fmtScaleA"), _enum(op, "fmtScaleB"))
+    c_mod = _enum(op, "modC")
+    for what, got, known in (("fmtA", fmts[0], SCALED_FORMATS), ("fmtB", fmts[1], SCALED_FORMATS),
+                             ("scaleAType", sel[0], _OPSEL), ("scaleBType", sel[1], _OPSEL),
+                             ("fmtScaleA", sfmt[0], SCALE_FORMATS), ("fmtScaleB", sfmt[1], SCALE_FORMATS),
+                             ("modC", c_mod, C_MODIFIERS)):
+        if got not in known:
+            raise t.unsupported(op, f"scaled WMMA {what} = {got} (emulated: {', '.join(known)})")
+    # The verifier checks the scale widths (i32 / i64 for scale16) but lets an A or B vector
+    # of the wrong size for its format through.
+    for name, ty, fmt in (("A", op.operand_types[0], fmts[0]), ("B", op.operand_types[1], fmts[1])):
+        want = SCALED_FORMATS[fmt][0] * 2
+        if _dwords(ty) != want:
+            raise t.unsupported(op, f"scaled WMMA operand {name} has {_dwords(ty)} dwords per lane; {fmt} needs {want}")
+    a, b, c, sa, sb = (t.lanes(x) for x in op.operands)
+    t.out(f"{t.v(op.results[0])} = R.wmma({a}, {b}, {c}, {fmts[0]!r}, {fmts[1]!r}, {SCALED_K}, "
+          f"scale_a={sa}, scale_b={sb}, opsel=({_OPSEL[sel[0]]}, {_OPSEL[sel[1]]}), "
+          f"scale_fmt=({sfmt[0]!r}, {sfmt[1]!r}), c_mod={c_mod!r})")
+
+
+def register_scaled(names) -> None:
+    for name in names:
+        if _SCALED.match(name):
+            emits(name)(emit_wmma_scale)
+
+
 def _rocdl_wmma_names() -> list[str]:
     from flydsl._mlir.dialects import _rocdl_ops_gen as gen
 
@@ -116,4 +120,6 @@ def _rocdl_wmma_names() -> list[str]:
                    if isinstance(getattr(v, "OPERATION_NAME", None), str) and v.OPERATION_NAME.startswith("rocdl.wmma.")})
 
 
-register_variants(_rocdl_wmma_names())
+_NAMES = _rocdl_wmma_names()
+register_variants(_NAMES)
+register_scaled(_NAMES)

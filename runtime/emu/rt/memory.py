@@ -1,0 +1,126 @@
+"""Loads and stores: LDS (ds_load / ds_store, through the wave's LDS queue), global memory
+and buffer resources. Masked lanes never touch memory."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..memory import EmuMemoryError
+
+
+def _active(ctx, mask):
+    return mask is ctx.mask and ctx.mask_full
+
+
+def lds_load(ctx, addr, dtype, count, mask):
+    """ds_load: per-lane LDS byte offsets -> (L, count) elements (0 for inactive lanes)."""
+    L = ctx.L
+    addr = np.broadcast_to(np.asarray(addr, dtype=np.int64), (L,))
+    nb = dtype.itemsize * count
+    if ctx.ds_queue:
+        ctx.flush_ds()  # the wave's own LDS queue is in order: it reads its earlier stores
+    arr, idx, ok = ctx.lds.index(ctx.group_base, addr, nb)
+    ok &= mask
+    raw = arr[idx]
+    if not ok.all():
+        if not ctx.lds_oob_ok:
+            check_lds_range(ctx, addr, nb, mask)
+        raw[~ok] = 0
+    return raw.view(dtype).reshape(L, count)
+
+
+def lds_store(ctx, addr, data, mask, *, queued: bool = True):
+    """ds_store (queued in the wave's LDS queue under delaying policies); `queued=False` for
+    copy engines, whose data lands when the copy completes."""
+    L = ctx.L
+    addr = np.broadcast_to(np.asarray(addr, dtype=np.int64), (L,))
+    raw = np.ascontiguousarray(np.broadcast_to(data, (L,) + np.shape(data)[1:] if np.ndim(data) else (L,)))
+    raw = raw.view(np.uint8).reshape(L, -1)
+    arr, idx, ok = ctx.lds.index(ctx.group_base, addr, raw.shape[1])
+    if arr is not ctx.lds.data:
+        raw = raw.view(np.uint32)
+    ok &= mask
+    if not ok.all():
+        if not ctx.lds_oob_ok:
+            check_lds_range(ctx, addr, raw.shape[1] * raw.itemsize, mask)
+        idx, raw = idx[ok], raw[ok]
+    if queued and ctx.ds_queue is not None:
+        ctx.ds_queue.append((arr, idx, raw))  # lands at the wave's next dscnt wait / fence / barrier
+    else:
+        arr[idx] = raw
+
+
+def check_lds_range(ctx, addr, nbytes, mask):
+    """Raise for the first active lane whose access leaves the workgroup's LDS."""
+    bad = mask & ((addr < 0) | (addr + nbytes > ctx.lds.lds_bytes))
+    if bad.any():
+        lane = int(np.argmax(bad))
+        raise EmuMemoryError(
+            f"LDS access of {nbytes} bytes at offset {int(addr[lane])} (lane {lane % 32}) is outside "
+            f"the workgroup's {ctx.lds.lds_bytes} bytes of LDS")
+
+
+def global_load(ctx, addr, dtype, count, mask):
+    L = ctx.L
+    addr = np.broadcast_to(np.asarray(addr, dtype=np.int64), (L,))
+    if _active(ctx, mask):
+        return ctx.gmem.read(addr, dtype, count)
+    out = np.zeros((L, count), dtype=dtype)
+    if mask.any():
+        out[mask] = ctx.gmem.read(addr[mask], dtype, count)
+    return out
+
+
+def global_load_uniform(ctx, addr, dtype, count):
+    return ctx.gmem.read(np.asarray([addr], dtype=np.int64), dtype, count)[0]
+
+
+def _rows(L: int, data: np.ndarray) -> np.ndarray:
+    """Stored data as one row per lane (a uniform value is broadcast)."""
+    if data.ndim >= 1 and data.shape[0] == L:
+        return data.reshape(L, -1)
+    return np.broadcast_to(data.reshape(1, -1), (L, max(1, data.size)))
+
+
+def global_store(ctx, addr, data, mask):
+    L = ctx.L
+    addr = np.broadcast_to(np.asarray(addr, dtype=np.int64), (L,))
+    rows = _rows(L, np.asarray(data))
+    if _active(ctx, mask):
+        ctx.gmem.write(addr, rows)
+    elif mask.any():
+        ctx.gmem.write(addr[mask], rows[mask])
+
+
+def make_rsrc(base, stride, num_records, flags):
+    return (np.int64(base), np.int64(stride), np.int64(num_records), np.int64(flags))
+
+
+def buffer_load(ctx, rsrc, voffset, soffset, dtype, count, mask):
+    """raw.ptr.buffer.load: bytes at or past num_records read as 0 (AMD range checking)."""
+    base, _stride, nrec, _flags = rsrc
+    L = ctx.L
+    off = np.broadcast_to(np.asarray(voffset, dtype=np.int64) + np.int64(soffset), (L,))
+    nb = dtype.itemsize * count
+    inb = mask & (off >= 0) & (off + nb <= nrec)
+    addr = base + off
+    if inb.all():
+        return ctx.gmem.read(addr, dtype, count)
+    out = np.zeros((L, count), dtype=dtype)
+    if inb.any():
+        out[inb] = ctx.gmem.read(addr[inb], dtype, count)
+    return out
+
+
+def buffer_store(ctx, data, rsrc, voffset, soffset, mask):
+    base, _stride, nrec, _flags = rsrc
+    L = ctx.L
+    rows = _rows(L, np.asarray(data))
+    nb = rows.view(np.uint8).shape[1] if rows.flags.c_contiguous else np.ascontiguousarray(rows).view(np.uint8).shape[1]
+    off = np.broadcast_to(np.asarray(voffset, dtype=np.int64) + np.int64(soffset), (L,))
+    inb = mask & (off >= 0) & (off + nb <= nrec)
+    addr = base + off
+    if inb.all():
+        ctx.gmem.write(addr, rows)
+    elif inb.any():
+        ctx.gmem.write(addr[inb], rows[inb])

@@ -1,0 +1,141 @@
+"""gfx1250 WMMA (wave32, 16x16xK): D = A·Bᵀ + C with the hardware lane layouts.
+
+Lane layouts (as FlyDSL's gfx1250 MMA atoms define them; re-derived, not copied):
+- A (16xK) and B (16xK, i.e. N x K): lane l holds row l % 16; its value i (of K/2) sits at
+  K = (i // 8) * 16 + (l // 16) * 8 + i % 8 for 8/16-bit elements, K = (l // 16) * 2 + i for f32.
+- C/D (16x16): lane l, value v: M = (l // 16) * 8 + v, N = l % 16.
+Products are exact and accumulate in float64, rounded once to the accumulator type: within
+tolerance of the hardware, whose internal accumulation order is undocumented.
+
+Scaled WMMA (`wmma(..., scale_a=, scale_b=)`; V_WMMA_SCALE[16]_F32_16X16X128_F8F6F4,
+llvm.amdgcn.wmma.scale[16].f32.16x16x128.f8f6f4): D = (A·SA)·(B·SB)ᵀ + modC(C), 16x16x128,
+f32 accumulator. Sources: the ROCDL op definition and FlyDSL's `expr/rocdl` wrapper (formats
+0..4 = fp8 e4m3, fp8 e5m2 (bf8), fp6 e2m3, bf6 e3m2, fp4 e2m1; scale formats e8 = E8M0,
+e4m3; C modifier none/neg/abs/neg_abs; reuse bits are scheduling hints), the LLVM intrinsic
+(A/B are <16|12|8 x i32> for 8/6/4-bit elements), Triton's gfx1250 lowering (scale opsel 0 uses
+the scales in lanes 0-15, 1 in lanes 16-31; scaled operands have kWidth 16 bytes) and FlyDSL's
+a8w4/a8w8 gfx1250 GEMMs (how they load operands and preshuffle scales; both run on this
+emulator within their upstream test tolerances, which a wrong fp4-vs-fp8 K order would break).
+- A and B (16 rows x 128, B as N x K): lane l holds row l % 16. The row's elements are packed
+  densely, element k at bits [k*w, (k+1)*w) of the row (fp4: even k in the low nibble). The
+  row is cut into runs of R elements (fp8: 16 = 16 bytes, fp4: 32 = 16 bytes); the lanes
+  16 * g .. 16 * g + 15 hold the runs g, g + 2, g + 4, ..., concatenated: value i of lane l
+  is K = (i // R) * 2R + (l // 16) * R + i % R.
+  ASSUMPTION for fp6/bf6: R = 16 (12 bytes), i.e. the fp8 K order packed at 6 bits. No public
+  source gives the fp6 register layout; this is the one line (`_RUN`) to change if hardware
+  disagrees.
+- Scales: one byte per block of 32 K (scale: i32, 4 blocks) or 16 K (scale16: i64, 8 blocks),
+  byte j (little-endian) for K block j; row/column r's scales come from lane r (opsel row0) or
+  lane 16 + r (row1). E8M0 is 2^(e - 127), 0xFF NaN.
+- The 32x16x128 f4 forms are not emulated: FlyDSL itself marks their layouts provisional.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import ml_dtypes
+import numpy as np
+
+# Element types by their name in the op name (`rocdl.wmma.f32.16x16x32.bf16`).
+WMMA_ELEM = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "f32": np.float32,
+             "fp8": ml_dtypes.float8_e4m3fn, "bf8": ml_dtypes.float8_e5m2, "iu8": np.int8, "i8": np.int8}
+
+
+@functools.lru_cache(maxsize=None)
+def layout_ab(K: int, elem_bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row, k) of each (lane, value) of an A or B fragment."""
+    lane = np.arange(32)[:, None]
+    i = np.arange(K // 2)[None, :]
+    if elem_bits == 32:
+        k = (lane // 16) * 2 + i
+    else:
+        k = (i // 8) * 16 + (lane // 16) * 8 + i % 8
+    rows = np.broadcast_to(lane % 16, k.shape).copy()
+    rows.flags.writeable = False
+    k.flags.writeable = False
+    return rows, k
+
+
+_LANE = np.arange(32)[:, None]
+CD_M = (_LANE // 16) * 8 + np.arange(8)[None, :]
+CD_N = np.broadcast_to(_LANE % 16, (32, 8))
+
+
+def _matrix(frag: np.ndarray, dtype, K: int) -> np.ndarray:
+    """Per-lane fragments (L, bytes) -> (B, 16, K) float64 matrices."""
+    raw = np.ascontiguousarray(frag)
+    vals = raw.view(np.uint8).reshape(raw.shape[0], -1).view(dtype).astype(np.float64)
+    B = vals.shape[0] // 32
+    if vals.shape[1] != K // 2:
+        raise ValueError(f"WMMA fragment has {vals.shape[1]} elements per lane, expected {K // 2}")
+    rows, ks = layout_ab(K, np.dtype(dtype).itemsize * 8)
+    mat = np.zeros((B, 16, K))
+    mat[:, rows, ks] = vals.reshape(B, 32, K // 2)
+    return mat
+
+
+def _accumulate(A: np.ndarray, Bm: np.ndarray, c, c_mod: str = "none") -> np.ndarray:
+    """D = A·Bᵀ + modC(C) for (B, 16, K) operands, C and D in the per-lane C/D layout."""
+    c = np.asarray(c)
+    Bn = A.shape[0]
+    C = np.zeros((Bn, 16, 16))
+    C[:, CD_M, CD_N] = c.reshape(Bn, 32, 8).astype(np.float64)
+    D = A @ Bm.transpose(0, 2, 1) + C_MODIFIERS[c_mod](C)
+    return D[:, CD_M, CD_N].reshape(Bn * 32, 8).astype(c.dtype)
+
+
+# The WMMA C-operand modifiers (ROCDL WMMACModifier), applied to C before the sum.
+C_MODIFIERS = {"none": lambda x: x, "neg": np.negative, "abs": np.abs, "neg_abs": lambda x: -np.abs(x)}
+
+# Scaled operand formats: (bits, decoder) by their name in the op's fmtA / fmtB attribute.
+SCALED_FORMATS = {"fp8_e4m3": (8, ml_dtypes.float8_e4m3fn), "fp8_e5m2": (8, ml_dtypes.float8_e5m2),
+                  "fp6_e2m3": (6, ml_dtypes.float6_e2m3fn), "fp6_e3m2": (6, ml_dtypes.float6_e3m2fn),
+                  "fp4_e2m1": (4, ml_dtypes.float4_e2m1fn)}
+SCALE_FORMATS = {"e8": ml_dtypes.float8_e8m0fnu, "e4m3": ml_dtypes.float8_e4m3fn}
+_RUN = {8: 16, 6: 16, 4: 32}  # elements per lane-half run (see the module docstring)
+SCALED_K = 128
+
+
+_SCALED_ROWS = np.broadcast_to(_LANE % 16, (32, SCALED_K // 2))
+
+
+@functools.lru_cache(maxsize=None)
+def scaled_layout(bits: int) -> np.ndarray:
+    """K of each (lane, value) of a scaled A or B fragment (the row is lane % 16)."""
+    R = _RUN[bits]
+    i = np.arange(SCALED_K // 2)[None, :]
+    k = (i // R) * 2 * R + (_LANE // 16) * R + i % R
+    k.flags.writeable = False
+    return k
+
+
+def _scaled_matrix(frag, fmt: str, scale, opsel: int, scale_fmt: str) -> np.ndarray:
+    """Per-lane packed fragments (L, 2*bits dwords) and scales -> (B, 16, 128) float64."""
+    bits, dtype = SCALED_FORMATS[fmt]
+    raw = np.ascontiguousarray(frag).view(np.uint8).reshape(len(frag), -1)
+    if raw.shape[1] * 8 != bits * SCALED_K // 2:
+        raise ValueError(f"scaled WMMA {fmt} fragment has {raw.shape[1]} bytes per lane, "
+                         f"expected {bits * SCALED_K // 16}")
+    # Unpack the lane's little-endian bit stream into one code per element.
+    stream = np.unpackbits(raw, axis=1, bitorder="little").reshape(len(raw), SCALED_K // 2, bits)
+    codes = (stream.astype(np.uint8) << np.arange(bits, dtype=np.uint8)).sum(axis=2, dtype=np.uint8)
+    vals = codes.view(dtype).astype(np.float64)
+    B = len(raw) // 32
+    mat = np.zeros((B, 16, SCALED_K))
+    mat[:, _SCALED_ROWS, scaled_layout(bits)] = vals.reshape(B, 32, SCALED_K // 2)
+    sbytes = np.ascontiguousarray(scale).view(np.uint8).reshape(B, 32, -1)[:, opsel * 16:opsel * 16 + 16]
+    factors = sbytes.view(SCALE_FORMATS[scale_fmt]).astype(np.float64)  # (B, 16 rows, blocks)
+    return mat * np.repeat(factors, SCALED_K // factors.shape[2], axis=2)
+
+
+def wmma(a, b, c, a_dtype, b_dtype, K: int, *, scale_a=None, scale_b=None, opsel=(0, 0),
+         scale_fmt=("e8", "e8"), c_mod: str = "none"):
+    """D = A·Bᵀ + C; with `scale_a`/`scale_b` the scaled form, where `a_dtype`/`b_dtype` are
+    SCALED_FORMATS names and K is 128 (one run-time name for both: generated code calls it as
+    `R.wmma`)."""
+    if scale_a is None:
+        return _accumulate(_matrix(a, a_dtype, K), _matrix(b, b_dtype, K), c)
+    A = _scaled_matrix(a, a_dtype, scale_a, opsel[0], scale_fmt[0])
+    Bm = _scaled_matrix(b, b_dtype, scale_b, opsel[1], scale_fmt[1])
+    return _accumulate(A, Bm, c, c_mod)

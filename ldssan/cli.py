@@ -4,6 +4,10 @@
                             references, then the sanitizer on the clean kernels and on a planted bug
     ldssan env              every FLYDSL_LDSSAN_* option with its default
     ldssan mutate KERNEL    mutation campaign: one-line sync bugs, sanitizer vs output check
+    ldssan isa-check F::FN  the waits of the compiled gfx1250 code, on every path (ldssan/isa/)
+
+An error the user can fix (a bad option or FLYDSL_LDSSAN_* value, a path that cannot be
+written, a malformed input file) is one line on stderr and exit status 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -11,7 +15,22 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .isa.cli import register as _register_isa_check
+from .mutate.cli import policy_arg
 from .mutate.cli import register as _register_mutate
+
+EXIT_STATUS = """\
+exit status: 0 success; 1 a check failed (demo) or nothing to run (mutate);
+2 usage error (a bad option or FLYDSL_LDSSAN_* value, a path that cannot be written,
+a malformed input) or, for mutate, a clean baseline that failed its gate"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (argparse prints the whole usage block first);
+    subcommand parsers are made with the same class."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} -h)\n")
 
 
 def _cmd_env(args) -> int:
@@ -28,21 +47,47 @@ def _cmd_demo(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="ldssan", description="LDS synchronization sanitizer for FlyDSL gfx1250 kernels")
+    ap = _Parser(prog="ldssan", description="LDS synchronization sanitizer for FlyDSL gfx1250 kernels",
+                                 epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run the bundled kernels on the virtual gfx1250 and show the sanitizer")
-    demo.add_argument("--policy", default="round-robin", help="scheduler policy (round-robin, reverse, random(SEED))")
+    demo = sub.add_parser("demo", help="run the bundled kernels on the virtual gfx1250 and show the sanitizer",
+                          epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
+    demo.add_argument("--policy", default="round-robin", type=policy_arg,
+                      help="scheduler policy (round-robin, reverse, random(SEED))")
     demo.add_argument("--no-sanitize", action="store_true", help="only run the kernels and check their output")
     demo.set_defaults(fn=_cmd_demo)
     env = sub.add_parser("env", help="list the FLYDSL_LDSSAN_* options")
     env.set_defaults(fn=_cmd_env)
     _register_mutate(sub)
+    _register_isa_check(sub)
     return ap
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Errors that mean "your input is wrong", shown as one line; anything else is a bug in
+    ldssan and keeps its traceback."""
+    from .config import ConfigError
+    from .decode import RecordFormatError, SiteTableError
+    from .report import ReportFormatError
+
+    return ConfigError, RecordFormatError, SiteTableError, ReportFormatError, OSError
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.fn(args)
+    errors = _user_errors()
+    try:
+        if args.command != "env":  # `ldssan env` is where a user looks up the accepted values
+            from .config import validate
+
+            validate()
+        return args.fn(args)
+    except errors as exc:
+        text = "; ".join(str(exc).split("\n"))
+        if not text.startswith("ldssan"):
+            text = f"ldssan {args.command}: error: {text}"
+        print(text, file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """ldssan's options: `FLYDSL_LDSSAN_*` environment variables, typed, each with a description.
 
 Read on every access, so a test can monkeypatch the environment. A bad value raises an
-error naming the variable and the raw value. `help_text()` lists every option.
+error naming the variable and the raw value. `help_text()` lists every option. `validate()`
+reads them all at once: the pytest plugin and `hook.enable()` call it before anything runs,
+so a bad value is a usage error up front, never a failure in the middle of a run.
 """
 
 from __future__ import annotations
@@ -32,9 +34,9 @@ class Option:
         try:
             value = self.parse(raw)
         except (TypeError, ValueError) as exc:
-            raise ConfigError(f"failed to parse environment variable {self.env}={raw!r}: {exc}") from None
+            raise ConfigError(f"ldssan: {self.env}={raw!r}: {exc}") from None
         if self.choices and value not in self.choices:
-            raise ConfigError(f"environment variable {self.env}={raw!r}: expected one of {list(self.choices)}")
+            raise ConfigError(f"ldssan: {self.env}={raw!r}: expected one of {', '.join(self.choices)}")
         return value
 
 
@@ -47,11 +49,26 @@ def _bool(raw: str) -> bool:
     raise ValueError("expected 0/1, true/false, yes/no or on/off")
 
 
-def _positive(raw: str) -> int:
-    v = int(raw)
-    if v <= 0:
-        raise ValueError("expected a positive integer")
-    return v
+def _int_range(lo: int, hi: int | None = None) -> Callable[[str], int]:
+    accepted = f"an integer from {lo} to {hi}" if hi is not None else f"an integer >= {lo}"
+
+    def parse(raw: str) -> int:
+        try:
+            v = int(raw)
+        except ValueError:
+            raise ValueError(f"expected {accepted}") from None
+        if v < lo or (hi is not None and v > hi):
+            raise ValueError(f"expected {accepted}")
+        return v
+
+    return parse
+
+
+_positive = _int_range(1)
+
+# Each sanitized launch may fill a ring of 32-byte records; this budget bounds its memory.
+RING_BUDGET_BYTES = 64 << 20
+RING_MAX = RING_BUDGET_BYTES // 32
 
 
 def _policy(raw: str) -> str:
@@ -68,15 +85,39 @@ OPTIONS = {
     "policy": Option(f"{PREFIX}_POLICY", "round-robin",
                      "virtual gfx1250 scheduler: round-robin, reverse, random(SEED), optionally +early/+random",
                      _policy),
-    "ring": Option(f"{PREFIX}_RING", 4096, "violation records kept per launch (overflow is counted)", _positive),
+    "ring": Option(f"{PREFIX}_RING", 4096, f"violation records kept per launch, 1..{RING_MAX} "
+                   f"({RING_BUDGET_BYTES >> 20} MiB; overflow is counted)", _int_range(1, RING_MAX)),
     "batch": Option(f"{PREFIX}_BATCH", 1, "workgroups run together on the lane axis (throughput mode)", _positive),
     "coverage": Option(f"{PREFIX}_COVERAGE", False, "print each kernel's instrumented sites by kind", _bool),
     "max_reports": Option(f"{PREFIX}_MAX_REPORTS", 20, "violations printed in full per test", _positive),
+    "lint": Option(f"{PREFIX}_LINT", "warn",
+                   "fence-pairing check (LDS040/LDS041): warn (reported, never fails a test), "
+                   "error (fails like a violation), off", str.lower, ("warn", "error", "off")),
+    "device": Option(f"{PREFIX}_DEVICE", "auto",
+                     "torch's GPU device while ldssan is on: virtual (the virtual gfx1250), off (torch's own), "
+                     "auto (virtual when torch has no GPU)", str.lower, ("auto", "virtual", "off")),
+    "keep_temp": Option(f"{PREFIX}_KEEP_TEMP", False,
+                        "keep ldssan's temporary files (kernel variants, test caches) at exit, for debugging",
+                        _bool),
 }
 
 
 def get(name: str) -> Any:
     return OPTIONS[name].get()
+
+
+def validate() -> dict[str, Any]:
+    """Every option's value; a ConfigError listing each bad variable (one line each) if any
+    is set to a value it does not accept."""
+    values, errors = {}, []
+    for name, opt in OPTIONS.items():
+        try:
+            values[name] = opt.get()
+        except ConfigError as exc:
+            errors.append(str(exc))
+    if errors:
+        raise ConfigError("\n".join(errors))
+    return values
 
 
 def help_text() -> str:

@@ -86,7 +86,7 @@ def gemm_demo(console: Console, policy: str, sanitize: bool) -> bool:
     from ldssan.kernels import gemm as G
     from ldssan.report import render
     from ldssan.runtime.emu import emulate
-    from ldssan.variants import Edit, load_variant
+    from ldssan.variants import Edit, find_calls, load_variant
 
     gen = torch.Generator().manual_seed(0)
     a = torch.randn(128, 640, generator=gen).to(torch.float8_e4m3fn)
@@ -104,7 +104,7 @@ def gemm_demo(console: Console, policy: str, sanitize: bool) -> bool:
     clean = not col.violations
     console.print(f"\n[bold]GEMM[/] FP8 128x128x640 (TDM ring nb=3, 4 waves, WMMA 16x16x128): max |err| = {err:.3g}, "
                   f"ldssan: {'no violations' if clean else 'VIOLATIONS'}")
-    line = G.protocol_sites()["steady_wait"]
+    line = find_calls(G, "tdm_ops.tensor_wait", within="gemm_kernel")[0]  # the steady-state wait
     bug = load_variant(G, [Edit(line, "tdm_ops.tensor_wait(TDM_PER_WAVE * (nb - 2) + 1)")], tag="demo")
     console.print(f"[bold]Planted bug:[/] kernels/gemm.py:{line} tensor wait count raised by one")
     with hook.sanitize(policy) as col2:

@@ -3,7 +3,8 @@
 While on, every FlyDSL kernel that is launched is compiled with the ldssan pass at the
 `ldssan{mode=san,...}` sentinel (its version and options are in the fragment, so FlyDSL's
 cache never serves an instrumented build to a plain run or the reverse), executed on the
-virtual gfx1250, and checked; each launch's `Report` goes to the active collector.
+virtual gfx1250, and checked; each host call's `LaunchResult` (its `Report`, the kernel
+name and the site table) goes to the active `Collector`.
 """
 
 from __future__ import annotations
@@ -41,7 +42,13 @@ class Collector:
 
     @property
     def violations(self):
-        return [v for r in self.results for v in r.report.violations]
+        """Every error-severity violation (races, bad waits, ...): what makes a launch unclean."""
+        return [v for r in self.results for v in r.report.violations if v.severity == "error"]
+
+    @property
+    def warnings(self):
+        """Warning-severity findings (the static fence-pairing lint under FLYDSL_LDSSAN_LINT=warn)."""
+        return [v for r in self.results for v in r.report.violations if v.severity != "error"]
 
 
 _collector_stack: list[Collector] = [Collector()]
@@ -62,9 +69,10 @@ def _make_config(policy, ring: int, batch: int, resident: int = 1) -> EmuConfig:
     cfg = EmuConfig(policy=policy, batch=batch, resident=resident, sanitize=True, pass_options=f"ring={ring}")
 
     add = collector().add
+    coverage = bool(config.get("coverage"))  # read here, so a bad value fails before any launch
 
     def on_finish(outcome):
-        add(decode_outcome(outcome, coverage=bool(config.get("coverage"))))
+        add(decode_outcome(outcome, coverage=coverage))
 
     def factory(sites_json, entry, view):
         return ShadowSession(sites_json, entry, view, ring_capacity=ring, on_finish=on_finish)
@@ -73,15 +81,29 @@ def _make_config(policy, ring: int, batch: int, resident: int = 1) -> EmuConfig:
     return cfg
 
 
-def enable(*, policy: "Policy | str | None" = None, ring: int | None = None, batch: int | None = None) -> EmuConfig:
-    """Sanitize every FlyDSL launch of this process (what `FLYDSL_LDSSAN=1` does)."""
+def enable(*, policy: "Policy | str | None" = None, ring: int | None = None, batch: int | None = None,
+           device: str | None = None) -> EmuConfig:
+    """Sanitize every FlyDSL launch of this process (what `FLYDSL_LDSSAN=1` does).
+    Every FLYDSL_LDSSAN_* option is validated first (a bad one is a `config.ConfigError`).
+    `device` (default FLYDSL_LDSSAN_DEVICE): 'virtual' makes torch's GPU device the virtual
+    gfx1250 (`ldssan.vdevice`), 'off' leaves torch alone, 'auto' = virtual when torch has no GPU."""
+    config.validate()
+    from . import vdevice
+
+    use_vdevice = vdevice.wanted(device or config.get("device"))
     cfg = _make_config(policy or config.get("policy"), ring or config.get("ring"), batch or config.get("batch"))
     frontend.set_global(cfg)
+    if use_vdevice:
+        vdevice.install()
     return cfg
 
 
 def disable() -> None:
+    """Stop sanitizing, and give torch back its own GPU device if the virtual one stood in."""
+    from . import vdevice
+
     frontend.set_global(None)
+    vdevice.uninstall()
 
 
 def enabled() -> bool:

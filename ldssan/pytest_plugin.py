@@ -1,7 +1,10 @@
 """pytest plugin: `FLYDSL_LDSSAN=1 pytest` (or `pytest --ldssan`) checks every FlyDSL launch.
 
 A test whose launches produced violations fails with the report (`--ldssan-mode=warn`
-only reports). The session ends with a summary: kernels, launches, sites, violations.
+only reports). The session ends with a summary: kernels, launches, sites, violations — or
+NOTHING WAS CHECKED when no kernel was launched (`--ldssan-require-launch` then fails the
+run). On a host with no GPU, torch's GPU device is the virtual gfx1250 (`ldssan.vdevice`)
+from configure on, so `torch.cuda.is_available()` guards at collection see it.
 Precedence for each setting: command line > environment > default.
 """
 
@@ -14,8 +17,13 @@ from . import config as opts
 _RESULTS = pytest.StashKey[list]()
 _FAILED = pytest.StashKey[dict]()
 _ON = pytest.StashKey[bool]()
+_WRITTEN = pytest.StashKey[str]()  # the terminal line about the report file
+_PER_TEST = pytest.StashKey[dict]()  # nodeid -> launches, kernels, sites, violations
+_NOTES = pytest.StashKey[list]()  # (level, text): launches that deadlocked or timed out
 
 MODE_HELP = "fail: a test whose launches have violations fails; warn: report only"
+REQUIRE_HELP = "fail the run if ldssan is on and no FlyDSL kernel was launched (nothing was checked)"
+NOTHING_CHECKED = "ldssan: NOTHING WAS CHECKED: no FlyDSL kernel was launched"
 MARKER_HELP = ("ldssan(expect=None): the test's FlyDSL launches are expected to produce exactly these "
                "ldssan rule codes (e.g. expect=['LDS001']); the test fails if they are missing, and "
                "other violations still fail it")
@@ -30,6 +38,7 @@ def pytest_addoption(parser):
                     help="virtual gfx1250 scheduler policy: round-robin, reverse, random(SEED)[+early|+random]")
     group.addoption("--ldssan-report", default=None, metavar="PATH",
                     help="write all violations to PATH (.sarif for SARIF, otherwise JSON)")
+    group.addoption("--ldssan-require-launch", action="store_true", default=False, help=REQUIRE_HELP)
 
 
 def _setting(cfg, opt: str, name: str):
@@ -37,12 +46,39 @@ def _setting(cfg, opt: str, name: str):
     return opts.get(name) if value is None else value
 
 
+def _validate(config) -> None:
+    """Every option read once, before any test runs: a bad one is a usage error (exit 4)."""
+    from .report import report_path_problem
+
+    opts.validate()
+    policy = config.getoption("--ldssan-policy")
+    if policy is not None:
+        try:
+            opts.OPTIONS["policy"].parse(policy)
+        except ValueError as exc:
+            raise opts.ConfigError(f"ldssan: --ldssan-policy={policy!r}: {exc}") from None
+    path = config.getoption("--ldssan-report") or opts.get("report")
+    problem = path and report_path_problem(path)
+    if problem:
+        raise opts.ConfigError(f"ldssan: --ldssan-report / FLYDSL_LDSSAN_REPORT: {problem}")
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", MARKER_HELP)
-    on = bool(_setting(config, "--ldssan", "enable"))
+    try:
+        on = bool(_setting(config, "--ldssan", "enable"))
+        if on:
+            _validate(config)
+    except opts.ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if config.getoption("--ldssan-require-launch") and not on:
+        # asked for checked launches, but nothing will check them: say so now, not after a green run
+        raise pytest.UsageError("ldssan: --ldssan-require-launch needs ldssan on (--ldssan or FLYDSL_LDSSAN=1)")
     config.stash[_ON] = on
     config.stash[_RESULTS] = []
     config.stash[_FAILED] = {}
+    config.stash[_PER_TEST] = {}
+    config.stash[_NOTES] = []
     if on:
         from . import hook
 
@@ -62,7 +98,10 @@ def pytest_report_header(config):
         return None
     mode = _setting(config, "--ldssan-mode", "mode")
     policy = config.getoption("--ldssan-policy") or opts.get("policy")
-    return f"ldssan: on (FLYDSL_LDSSAN=1), mode={mode}, policy={policy}, executor=virtual gfx1250"
+    from . import vdevice
+
+    gpu = "virtual gfx1250" if vdevice.active() else "torch's own"
+    return f"ldssan: on (FLYDSL_LDSSAN=1), mode={mode}, policy={policy}, executor=virtual gfx1250, torch GPU={gpu}"
 
 
 @pytest.hookimpl(wrapper=True)
@@ -71,9 +110,16 @@ def pytest_runtest_call(item):
         return (yield)
     from . import hook
 
+    from .runtime.emu.sched import DeadlockError
+    from .runtime.emu.wave import StepBudgetExceeded
+
     hook.collector().take()
     try:
         return (yield)
+    except (DeadlockError, StepBudgetExceeded) as exc:
+        # the run did not complete: the report file says so (SARIF: executionSuccessful false)
+        item.config.stash[_NOTES].append(("error", f"{item.nodeid}: {type(exc).__name__}: {exc}"))
+        raise
     finally:
         _check(item, hook.collector().take())
 
@@ -83,11 +129,18 @@ def _check(item, results) -> None:
     from .report import render_text
 
     item.config.stash[_RESULTS].extend((item.nodeid, r) for r in results)
-    if not results:
-        return
-    report = merge_reports(*(r.report for r in results))
+    kernels = _builds(results)
+    item.config.stash[_PER_TEST][item.nodeid] = {
+        "launches": len(results), "kernels": len(kernels), "sites": sum(kernels.values()),
+        "violations": sum(len(r.report.violations) for r in results)}
     marker = item.get_closest_marker("ldssan")
     expected = set(marker.kwargs.get("expect") or ()) if marker else set()
+    if not results:
+        if expected:  # an expectation no launch could meet is a test that cannot fail
+            pytest.fail(f"ldssan: expected {sorted(expected)} but the test launched no FlyDSL kernel "
+                        "(nothing was checked)", pytrace=False)
+        return
+    report = merge_reports(*(r.report for r in results))
     found = {v.code for v in report.violations}
     if expected:
         missing = expected - found
@@ -104,16 +157,21 @@ def _check(item, results) -> None:
         pytest.fail(f"ldssan found LDS synchronization violations:\n{text}", pytrace=False)
 
 
+def _builds(results) -> dict:
+    """Distinct kernels -> their site count; a kernel = one compiled specialization: its name
+    and its site table."""
+    return {(r.kernel, tuple((s.file, s.line, s.kind) for s in r.sites.values())): len(r.sites)
+            for r in results}
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if not config.stash.get(_ON, False):
         return
     results = config.stash[_RESULTS]
     failed = config.stash[_FAILED]
     tr = terminalreporter
-    # a kernel = one compiled specialization: its name and its site table
-    builds = {(r.kernel, tuple((s.file, s.line, s.kind) for s in r.sites.values())): len(r.sites)
-              for _n, r in results}
-    kernels, sites = builds, sum(builds.values())
+    kernels = _builds(r for _n, r in results)
+    sites = sum(kernels.values())
     n_viol = sum(len(rep.violations) for rep in failed.values())
     tr.write_sep("=", f"ldssan: {n_viol} violations in {len(failed)} tests")
     tr.write_line(f"ldssan: {len(kernels)} kernels, {len(results)} launches, {sites} sites checked")
@@ -128,12 +186,39 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     hidden = n_viol - shown
     if hidden > 0:
         tr.write_line(f"({hidden} more hidden; use -v)")
-    path = config.getoption("--ldssan-report") or opts.get("report")
-    if path:
-        from .decode import merge_reports
-        from .report import write_report
+    if not results:
+        tr.write_sep("!", NOTHING_CHECKED, red=True, bold=True)
+        tr.write_line("ldssan was on, but no test launched a FlyDSL kernel: did every kernel test skip "
+                      "(a torch.cuda.is_available() guard with FLYDSL_LDSSAN_DEVICE=off?), or launch in a "
+                      "subprocess? --ldssan-require-launch makes this a failure.", red=True)
+    line = config.stash.get(_WRITTEN, "")
+    if line:
+        tr.write_line(line, red=line.startswith("ldssan: ERROR"))
 
-        merged = merge_reports(*(r.report for _n, r in results)) if results else None
-        if merged is not None:
-            write_report(merged, path)
-            tr.write_line(f"ldssan: report written to {path}")
+
+def pytest_sessionfinish(session):
+    """Write the report file here, where a failure can still fail the run (the terminal
+    summary only prints the outcome)."""
+    config = session.config
+    if not config.stash.get(_ON, False):
+        return
+    results = config.stash[_RESULTS]
+    if not results and config.getoption("--ldssan-require-launch") and session.exitstatus in (
+            pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    path = config.getoption("--ldssan-report") or opts.get("report")
+    if not path:
+        return
+    from .decode import merge_reports
+    from .report import write_report
+
+    try:
+        # written with no launch too: the file then says so (0 kernels, each test's counts)
+        write_report(merge_reports(*(r.report for _n, r in results)), path,
+                     extra={"tests": config.stash[_PER_TEST]}, notes=config.stash[_NOTES])
+    except OSError as exc:
+        config.stash[_WRITTEN] = f"ldssan: ERROR: cannot write the report to {path}: {exc.strerror or exc}"
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    else:
+        config.stash[_WRITTEN] = f"ldssan: report written to {path}"

@@ -1,69 +1,56 @@
-"""Pure formatters over a decoded `Report`: rich console text, JSON, SARIF 2.1.0.
+"""Pure formatters over a decoded `Report`: console text (`ldssan.console`, re-exported
+here), JSON, SARIF 2.1.0, and the atomic report file.
 
-Nothing here decides anything about a violation; `ldssan.decode` did that. The console
-shape follows ThreadSanitizer::
+Nothing here decides anything about a violation; `ldssan.decode` did that.
 
-    ==================
-    WARNING: ldssan: <title> (LDS001)
-    Cause: <cause line>
-    This access: read of 4 bytes at LDS smem+0x40 by wave 1 lane 0 (workgroup 0)
-      at k.py:17:8 in lds_neighbour
-        Out[tid] = lds[(tid + 1) % N]
-      called from k.py:30:4 in launch
-    Previous access: write of 4 bytes at LDS smem+0x40 by wave 0 lane 0 (workgroup 0)
-      at k.py:14:4 in lds_neighbour
-        lds[tid] = fx.Int32(tid) * 10
-    Seen 32 times: waves 1, other waves 0, lanes 0-31, workgroup 0, launch 0
-
-      <explanation paragraph>
-
-      Fix: <hint>
-    SUMMARY: ldssan: LDS001 raw-unpublished k.py:17
-    ==================
-    ldssan: reported 1 violation (32 records)
-
-JSON schema (`to_json`, "ldssan.report/1"; stable, additions only)::
+JSON schema (`to_json`, "ldssan.report/1"; stable, additions only; the JSON Schema is
+`tests/report/data/ldssan-report.schema.json`, described in README.md)::
 
     {"schema": "ldssan.report/1",
      "tool": {"name": "ldssan", "version": str},
      "summary": {"violations": int, "records": int, "dropped": int,
                  "capacity": int | null, "clean": bool},
-     "kernels": [{"name": str, "launches": int, "sites": int}],
+     "kernels": [{"name": str, "build": str, "launches": int, "sites": int}],
      "rules": {"LDS001": {"name", "title", "explanation", "fix"}},   # rules that fired
      "violations": [{
         "rule": "LDS001", "rule_number": 1, "name": "raw-unpublished",
         "cause": "unpublished-ds-store", "cause_number": 2,
         "message": str,            # the cause line
-        "fix": str, "kernel": str, "count": int, "extra": int,
-        "lds": {"offset": int, "range": [lo, hi],
-                "buffer": {"name", "offset", "size"} | null},
+        "fix": str, "kernel": str, "build": str, "severity": "error" | "warning",
+        "count": int,              # instances grouped into this report
+        "extra": int,
+        "lds": {"offset": int, "range": [lo, hi], "buffer": BUFFER | null},
         "access": {"site": SITE, "wave": int|null, "lane": int|null,
                    "waves": [int], "lanes": [int]},
         "other":  {"site": SITE | null, "wave": ..., "lane": ..., "waves": [...], "lanes": [...]},
-        "workgroup": int, "launch": int, "workgroups": [int], "launches": [int]}]}
+        "workgroup": int, "launch": int, "workgroups": [int], "launches": [int]}],
+     "notifications": [{"level": "error" | "warning", "text": str}]}
 
-SITE is the site-table object of `ldssan.decode` ({id, kind, op, file, line, col,
-function, chain, text, buffer, bytes}). `from_json` inverts `to_json` exactly.
+SITE is the site-table object of `ldssan.sitetable` ({id, kind, op, file, line, col,
+function, chain, text, buffer, bytes}); BUFFER is {name, offset, size, symbol, file, line}
+(name: the Python variable the kernel allocated it into, symbol: the module's symbol).
+A kernel is one build: its name and `build`, a digest of its site table, so two builds of
+one name stay apart. `from_json` inverts `to_json` exactly; a document that is not this
+shape is a `ReportFormatError` naming the field.
 
-Site columns are FlyDSL's (Python `col_offset`, 0-based); SARIF columns are 1-based, so
-`to_sarif` writes `startColumn = col + 1`.
+Columns: sites store FlyDSL's (Python `col_offset`, 0-based); the text and SARIF both
+print them 1-based.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import secrets
-import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.text import Text
-
 from ldssan import rules
+from ldssan.console import (  # re-exported: the console form of a report
+    BANNER, _access_phrase, _header, dropped_line, render, render_text, summary_lines,
+    violation_lines,
+)
 from ldssan.decode import KernelInfo, LdsBuffer, Report, Site, Violation, _as_enum
 from ldssan.runtime.records import Cause, Rule
 
@@ -76,45 +63,18 @@ __all__ = [
     "violation_lines",
     "summary_lines",
     "dropped_line",
+    "notifications",
     "to_json",
     "from_json",
+    "ReportFormatError",
     "to_sarif",
     "write_report",
+    "report_path_problem",
 ]
 
-BANNER = "=" * 18
 JSON_SCHEMA = "ldssan.report/1"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
-RING_ENV = "FLYDSL_LDSSAN_RING"
-
-_STYLE = {
-    "banner": "dim",
-    "warning": "bold red",
-    "code": "bold",
-    "header": "bold",
-    "location": "cyan",
-    "source": "yellow",
-    "dim": "dim",
-    "fix": "green",
-    "summary": "bold",
-    "dropped": "bold red",
-}
-
-# How a site kind reads in "This access: <verb> of N bytes ...".
-_VERB = {
-    "ds_read": "read",
-    "ds_write": "write",
-    "ds_atomic": "atomic write",
-    "dma_to_lds": "async copy to LDS",
-    "dma_from_lds": "async copy from LDS",
-    "tdm_load": "TDM copy to LDS",
-    "tdm_store": "TDM copy from LDS",
-    "wait": "wait",
-    "mark": "asyncmark",
-    "barrier": "barrier",
-    "fence": "fence",
-}
 
 
 def _version() -> str:
@@ -124,179 +84,6 @@ def _version() -> str:
         return version("ldssan")
     except (ImportError, PackageNotFoundError):
         return "0+unknown"
-
-
-# -- console -----------------------------------------------------------------------------
-
-
-def _int_set(values: Iterable[int]) -> str:
-    """`0-3,7,9-10`."""
-    vs = sorted(set(values))
-    parts: list[str] = []
-    i = 0
-    while i < len(vs):
-        j = i
-        while j + 1 < len(vs) and vs[j + 1] == vs[j] + 1:
-            j += 1
-        parts.append(str(vs[i]) if i == j else f"{vs[i]}-{vs[j]}")
-        i = j + 1
-    return ",".join(parts)
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-def _access_phrase(site: Site, v: Violation, wave: int | None, lane: int | None) -> str:
-    """`read of 4 bytes at LDS smem+0x40 by wave 1 lane 0 (workgroup 0)`."""
-    if site.known:
-        verb = _VERB.get(site.kind, site.kind)
-        if not site.is_access and site.op:
-            verb = site.op  # the header already says "barrier", "wait", ...
-    else:
-        verb = "access"
-    parts = [verb]
-    if site.is_access or not site.known:
-        if site.bytes:
-            parts.append(f"of {_plural(site.bytes, 'byte')}")
-        parts.append(f"at LDS {v.buffer_offset}")
-    if wave is not None:
-        parts.append(f"by wave {wave}" + (f" lane {lane}" if lane is not None else ""))
-    parts.append(f"(workgroup {v.workgroup})")
-    return " ".join(parts)
-
-
-def _header(v: Violation, site: Site, *, other: bool) -> str:
-    """`This access:`, `Previous access:`, `In-flight access:`, `Wait:`, `Other barrier:`."""
-    if site.is_access or not site.known:
-        return f"{rules.other_access_label(v.rule)} access:" if other else "This access:"
-    if other and site.kind == "wait":
-        return "Wait:"
-    return f"{'Other' if other else 'This'} {_VERB.get(site.kind, site.kind)}:"
-
-
-def _site_lines(header: str, phrase: str, site: Site) -> list[Text]:
-    out = [Text.assemble((header, _STYLE["header"]), " ", phrase)]
-    if not site.known:
-        out.append(Text.assemble("  at ", (site.location, _STYLE["location"])))
-        out.append(Text("    [no site information; site table and records disagree]",
-                        _STYLE["dim"]))
-        return out
-    where = Text.assemble("  at ", (site.location, _STYLE["location"]))
-    if site.function:
-        where.append(f" in {site.function}")
-    out.append(where)
-    if site.text.strip():
-        out.append(Text("    " + site.text.strip(), _STYLE["source"]))
-    for frame in site.callers:
-        line = Text.assemble("  called from ", (frame.location, _STYLE["location"]))
-        if frame.function:
-            line.append(f" in {frame.function}")
-        out.append(line)
-    return out
-
-
-def _seen_line(v: Violation) -> Text | None:
-    if v.count <= 1:
-        return None
-    bits = []
-    for label, values in (
-        ("wave", v.waves), ("other wave", v.other_waves), ("lane", v.lanes),
-        ("other lane", v.other_lanes), ("workgroup", v.workgroups), ("launch", v.launches),
-    ):
-        if values:
-            bits.append(f"{label if len(values) == 1 else label + 's'} {_int_set(values)}")
-    lo, hi = v.lds_range
-    if hi != lo:
-        buf = v.buffer
-        if buf is not None and buf.contains(lo) and buf.contains(hi):
-            bits.append(f"LDS {buf.name}+0x{lo - buf.offset:x}..0x{hi - buf.offset:x}")
-        else:
-            bits.append(f"LDS 0x{lo:04x}..0x{hi:04x}")
-    return Text(f"Seen {v.count} times: " + ", ".join(bits), _STYLE["dim"])
-
-
-def violation_lines(v: Violation, *, width: int = 100) -> list[Text]:
-    """The TSan-shaped block for one violation, banner to banner."""
-    info = v.info
-    wrap = max(40, width - 2)
-    lines = [
-        Text(BANNER, _STYLE["banner"]),
-        Text.assemble(("WARNING: ldssan: ", _STYLE["warning"]), info.title, " (",
-                      (info.code, _STYLE["code"]), ")"),
-        Text(f"Cause: {v.message}"),
-    ]
-    lines += _site_lines(_header(v, v.site, other=False),
-                         _access_phrase(v.site, v, v.wave, v.lane), v.site)
-    if v.other_site is not None:
-        o = v.other_site
-        lines += _site_lines(_header(v, o, other=True),
-                             _access_phrase(o, v, v.other_wave, v.other_lane), o)
-    seen = _seen_line(v)
-    if seen is not None:
-        lines.append(seen)
-    lines.append(Text(""))
-    for para in textwrap.wrap(info.explanation, wrap, initial_indent="  ", subsequent_indent="  "):
-        lines.append(Text(para))
-    lines.append(Text(""))
-    for para in textwrap.wrap(v.fix, wrap, initial_indent="  Fix: ", subsequent_indent="       "):
-        lines.append(Text(para, _STYLE["fix"]))
-    lines.append(Text(f"SUMMARY: ldssan: {info.code} {info.name} {v.site.short_location}",
-                      _STYLE["summary"]))
-    lines.append(Text(BANNER, _STYLE["banner"]))
-    return lines
-
-
-def dropped_line(report: Report) -> Text | None:
-    """The red overflow line, or None when nothing was dropped."""
-    if report.dropped <= 0:
-        return None
-    cap = "unknown" if report.capacity is None else str(report.capacity)
-    return Text(
-        f"ldssan: {report.dropped} violation records were DROPPED (ring capacity {cap}) "
-        f"— raise {RING_ENV}",
-        _STYLE["dropped"],
-    )
-
-
-def summary_lines(report: Report, *, hidden: int = 0) -> list[Text]:
-    """Closing lines: totals, kernels, hidden count, dropped banner."""
-    n = len(report.violations)
-    out = [Text(f"ldssan: reported {_plural(n, 'violation')} ({_plural(report.records, 'record')})",
-                _STYLE["summary"] if n else "")]
-    if hidden:
-        out.append(Text(f"ldssan: {_plural(hidden, 'more violation')} not shown "
-                        f"(the JSON/SARIF report has all of them)", _STYLE["dim"]))
-    for k in report.kernels:
-        if k.name:
-            out.append(Text(f"ldssan:   kernel {k.name}: {_plural(k.launches, 'launch')}, "
-                            f"{_plural(k.sites, 'instrumented site')}", _STYLE["dim"]))
-    dropped = dropped_line(report)
-    if dropped is not None:
-        out.append(dropped)
-    return out
-
-
-def render(report: Report, console: Console | None = None, *, max_violations: int | None = None,
-           width: int | None = None) -> None:
-    """Print the report to `console` (default: stderr)."""
-    console = console or Console(stderr=True, highlight=False)
-    width = width or console.width or 100
-    shown = report.violations if max_violations is None else report.violations[:max_violations]
-    for v in shown:
-        for line in violation_lines(v, width=width):
-            console.print(line, soft_wrap=True, highlight=False)
-    for line in summary_lines(report, hidden=len(report.violations) - len(shown)):
-        console.print(line, soft_wrap=True, highlight=False)
-
-
-def render_text(report: Report, *, width: int = 100, max_violations: int | None = None) -> str:
-    """The console report as plain text (no terminal, no ANSI codes)."""
-    buf = io.StringIO()
-    console = Console(file=buf, width=width, color_system=None, force_terminal=False,
-                      highlight=False, emoji=False, markup=False, soft_wrap=True)
-    render(report, console, max_violations=max_violations, width=width)
-    return buf.getvalue()
 
 
 # -- JSON ------------------------------------------------------------------------------
@@ -313,7 +100,8 @@ def _violation_json(v: Violation) -> dict[str, Any]:
     return {
         "rule": v.code, "rule_number": int(v.rule), "name": v.name,
         "cause": rules.cause_name(v.cause), "cause_number": int(v.cause),
-        "message": v.message, "fix": v.fix, "kernel": v.kernel, "count": v.count,
+        "message": v.message, "fix": v.fix, "kernel": v.kernel, "build": v.build,
+        "severity": v.severity, "count": v.count,
         "extra": v.extra,
         "lds": {"offset": v.lds_offset, "range": list(v.lds_range),
                 "buffer": None if v.buffer is None else v.buffer.to_dict()},
@@ -324,8 +112,9 @@ def _violation_json(v: Violation) -> dict[str, Any]:
     }
 
 
-def to_json(report: Report) -> dict[str, Any]:
-    """The report as a JSON-ready dict (schema in the module docstring)."""
+def to_json(report: Report, *, notes: Iterable[tuple[str, str]] = ()) -> dict[str, Any]:
+    """The report as a JSON-ready dict (schema in the module docstring; `notes` as in
+    `to_sarif`)."""
     fired: dict[str, dict[str, str]] = {}
     for v in report.violations:
         i = v.info
@@ -337,11 +126,19 @@ def to_json(report: Report) -> dict[str, Any]:
         "summary": {"violations": len(report.violations), "records": report.records,
                     "dropped": report.dropped, "capacity": report.capacity,
                     "clean": report.clean},
-        "kernels": [{"name": k.name, "launches": k.launches, "sites": k.sites}
-                    for k in report.kernels],
+        "kernels": [_kernel_json(k) for k in report.kernels],
         "rules": dict(sorted(fired.items())),
         "violations": [_violation_json(v) for v in report.violations],
+        "notifications": notifications(report, notes),
     }
+
+
+def _kernel_json(k: KernelInfo) -> dict[str, Any]:
+    return {"name": k.name, "build": k.build, "launches": k.launches, "sites": k.sites}
+
+
+class ReportFormatError(ValueError):
+    """A report document that is not `ldssan.report/1`-shaped: names the field."""
 
 
 def _violation_from_json(d: dict[str, Any]) -> Violation:
@@ -358,34 +155,85 @@ def _violation_from_json(d: dict[str, Any]) -> Violation:
         waves=frozenset(acc["waves"]), lanes=frozenset(acc["lanes"]),
         other_waves=frozenset(oth["waves"]), other_lanes=frozenset(oth["lanes"]),
         workgroups=frozenset(d["workgroups"]), launches=frozenset(d["launches"]),
-        kernel=d["kernel"],
+        kernel=d["kernel"], build=str(d.get("build", "")),
+        severity=str(d.get("severity", "error")),
     )
+
+
+# What a wrong shape raises inside the readers: a missing key, a wrong type, a bad number.
+_SHAPE_ERRORS = (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError)
+
+
+def _read(what: str, fn, *args):
+    """`fn(*args)`, with a wrong-shape error renamed to say which field of the document."""
+    try:
+        return fn(*args)
+    except ReportFormatError:
+        raise
+    except _SHAPE_ERRORS as e:
+        detail = f"missing key {e}" if isinstance(e, KeyError) else f"{type(e).__name__}: {e}"
+        raise ReportFormatError(f"ldssan: malformed {JSON_SCHEMA} report: {what}: {detail}") from e
 
 
 def from_json(data: dict[str, Any] | str) -> Report:
     """Inverse of `to_json` (accepts the dict or its JSON text)."""
-    if isinstance(data, str):
-        data = json.loads(data)
+    if isinstance(data, (str, bytes, bytearray)):
+        data = _read("not valid JSON", json.loads, data)
+    if not isinstance(data, dict):
+        raise ReportFormatError(f"ldssan: not an {JSON_SCHEMA} report (a {type(data).__name__}, "
+                                "not a JSON object)")
     schema = data.get("schema")
     if schema != JSON_SCHEMA:
-        raise ValueError(f"ldssan: not an {JSON_SCHEMA} report (schema={schema!r})")
-    s = data["summary"]
+        raise ReportFormatError(f"ldssan: not an {JSON_SCHEMA} report (schema={schema!r})")
+    s = _read("summary", lambda: data["summary"])
+    fields = _read("summary", lambda: (int(s["dropped"]), int(s["records"]),
+                                       None if s["capacity"] is None else int(s["capacity"])))
+    violations = _read("violations", lambda: list(data["violations"]))
+    kernels = _read("kernels", lambda: tuple(KernelInfo(str(k["name"]), int(k["launches"]), int(k["sites"]),
+                                                        str(k.get("build", "")))
+                                             for k in data["kernels"]))
     return Report(
-        violations=tuple(_violation_from_json(v) for v in data["violations"]),
-        dropped=s["dropped"], records=s["records"], capacity=s["capacity"],
-        kernels=tuple(KernelInfo(k["name"], k["launches"], k["sites"]) for k in data["kernels"]),
+        violations=tuple(_read(f"violations[{i}]", _violation_from_json, v)
+                         for i, v in enumerate(violations)),
+        dropped=fields[0], records=fields[1], capacity=fields[2], kernels=kernels,
     )
 
 
 # -- SARIF -----------------------------------------------------------------------------
 
 
-def _uri(file: str) -> str:
+SRCROOT = "%SRCROOT%"
+
+
+def _artifact(file: str, root: Path) -> dict[str, str]:
+    """A relative URI under %SRCROOT% (the same across checkouts and CI), or an absolute
+    file URI for a file outside the source root (an installed package, say)."""
     p = Path(file)
-    return p.as_uri() if p.is_absolute() else p.as_posix()
+    if not p.is_absolute():
+        return {"uri": p.as_posix(), "uriBaseId": SRCROOT}
+    try:
+        return {"uri": p.relative_to(root).as_posix(), "uriBaseId": SRCROOT}
+    except ValueError:
+        return {"uri": p.as_uri()}
 
 
-def _sarif_location(site: Site, message: str | None = None,
+def _information_uri() -> str | None:
+    """The package's project URL if its metadata has one, else its README."""
+    try:
+        from importlib.metadata import PackageNotFoundError, metadata
+
+        meta = metadata("ldssan")
+        urls = [u.split(",", 1)[-1].strip() for u in meta.get_all("Project-URL") or ()]
+        urls += [meta["Home-page"]] if meta.get("Home-page") else []
+        if urls:
+            return urls[0]
+    except (ImportError, PackageNotFoundError):
+        pass
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    return readme.as_uri() if readme.is_file() else None
+
+
+def _sarif_location(site: Site, root: Path, message: str | None = None,
                     loc_id: int | None = None) -> dict[str, Any]:
     loc: dict[str, Any] = {}
     if loc_id is not None:
@@ -394,7 +242,7 @@ def _sarif_location(site: Site, message: str | None = None,
         region: dict[str, Any] = {"startLine": max(1, site.line), "startColumn": site.col + 1}
         if site.text.strip():
             region["snippet"] = {"text": site.text.strip()}
-        loc["physicalLocation"] = {"artifactLocation": {"uri": _uri(site.file)}, "region": region}
+        loc["physicalLocation"] = {"artifactLocation": _artifact(site.file, root), "region": region}
         if site.function:
             loc["logicalLocations"] = [{"name": site.function, "kind": "function"}]
     text = message if message is not None else (None if site.known else site.location)
@@ -403,11 +251,11 @@ def _sarif_location(site: Site, message: str | None = None,
     return loc
 
 
-def _sarif_stack(site: Site) -> dict[str, Any]:
-    frames = [{"location": _sarif_location(site)}]
+def _sarif_stack(site: Site, root: Path) -> dict[str, Any]:
+    frames = [{"location": _sarif_location(site, root)}]
     for f in site.callers:
         loc: dict[str, Any] = {"physicalLocation": {
-            "artifactLocation": {"uri": _uri(f.file)},
+            "artifactLocation": _artifact(f.file, root),
             "region": {"startLine": max(1, f.line), "startColumn": f.col + 1},
         }}
         if f.function:
@@ -416,37 +264,42 @@ def _sarif_stack(site: Site) -> dict[str, Any]:
     return {"message": {"text": f"call chain of site {site.id}"}, "frames": frames}
 
 
-def _sarif_rule(info: rules.RuleInfo) -> dict[str, Any]:
-    return {
+def _sarif_rule(info: rules.RuleInfo, info_uri: str | None) -> dict[str, Any]:
+    rule: dict[str, Any] = {
         "id": info.code,
         "name": info.name,
         "shortDescription": {"text": info.title},
         "fullDescription": {"text": info.explanation},
-        "help": {"text": info.fix},
+        "help": {"text": f"{info.explanation}\n\nFix: {info.fix}",
+                 "markdown": f"{info.explanation}\n\n**Fix:** {info.fix}"},
         "defaultConfiguration": {"level": "error"},
         "properties": {"tags": ["concurrency", "lds", "gfx1250"]},
     }
+    if info_uri:
+        rule["helpUri"] = info_uri
+    return rule
 
 
-def _sarif_result(v: Violation, rule_index: int) -> dict[str, Any]:
+def _sarif_result(v: Violation, rule_index: int, root: Path) -> dict[str, Any]:
     this = _access_phrase(v.site, v, v.wave, v.lane)
     text = f"{v.title}: {v.message}. {_header(v, v.site, other=False)} {this} at {v.site.location}."
     related = []
     if v.other_site is not None:
         o = v.other_site
-        other = f"{_header(v, o, other=True)} {_access_phrase(o, v, v.other_wave, v.other_lane)}"
+        other = (f"{_header(v, o, other=True)} "
+                 f"{_access_phrase(o, v, v.other_wave, v.other_lane, other=True)}")
         text += f" {other} at {o.location}."
-        related.append(_sarif_location(o, other, loc_id=1))
+        related.append(_sarif_location(o, root, other, loc_id=1))
     result: dict[str, Any] = {
         "ruleId": v.code,
         "ruleIndex": rule_index,
-        "level": "error",
+        "level": "warning" if v.severity == "warning" else "error",
         "message": {"text": text},
-        "locations": [_sarif_location(v.site)],
-        "partialFingerprints": {
+        "locations": [_sarif_location(v.site, root)],
+        "partialFingerprints": {  # relative paths: the same in every checkout
             "ldssanSite/v1": ":".join(str(x) for x in (
-                v.code, int(v.cause), v.site.location,
-                v.other_site.location if v.other_site else "-")),
+                v.code, int(v.cause), _fingerprint_where(v.site, root),
+                _fingerprint_where(v.other_site, root) if v.other_site else "-")),
         },
         "occurrenceCount": v.count,
         "properties": {
@@ -461,45 +314,68 @@ def _sarif_result(v: Violation, rule_index: int) -> dict[str, Any]:
     }
     if related:
         result["relatedLocations"] = related
-    stacks = [_sarif_stack(s) for s in (v.site, v.other_site)
+    stacks = [_sarif_stack(s, root) for s in (v.site, v.other_site)
               if s is not None and s.known and s.callers]
     if stacks:
         result["stacks"] = stacks
     return result
 
 
-def to_sarif(report: Report) -> dict[str, Any]:
+def _fingerprint_where(site: Site, root: Path) -> str:
+    if not site.known:
+        return site.location
+    return f"{_artifact(site.file, root)['uri']}:{site.line}:{site.col + 1}"
+
+
+def notifications(report: Report, notes: Iterable[tuple[str, str]] = ()) -> list[dict[str, str]]:
+    """What went wrong running the tool, as (level, text): the caller's `notes` (a
+    deadlock, a spin timeout), dropped records, and a run in which no kernel ran."""
+    out = [{"level": level, "text": text} for level, text in notes]
+    line = dropped_line(report)
+    if line is not None:
+        out.append({"level": "error", "text": line.plain})
+    if not report.kernels:
+        out.append({"level": "warning",
+                    "text": "ldssan: NOTHING WAS CHECKED: no FlyDSL kernel was launched"})
+    return out
+
+
+def to_sarif(report: Report, *, notes: Iterable[tuple[str, str]] = (),
+             srcroot: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """The report as a SARIF 2.1.0 log with one run. Every catalogue rule is listed in
-    tool.driver.rules (so rule indices are stable); each violation is an "error" result."""
+    tool.driver.rules (so rule indices are stable); each violation is a result. Paths
+    under `srcroot` (default: the working directory) are relative to %SRCROOT%; `notes`
+    and dropped records are tool execution notifications (an error one makes the
+    invocation unsuccessful)."""
+    root = Path(srcroot if srcroot is not None else os.getcwd()).resolve()
+    info_uri = _information_uri()
     infos = list(rules.CATALOGUE.values())
     index = {i.code: n for n, i in enumerate(infos)}
     for v in report.violations:  # numbers no Rule has still get a descriptor
         if v.code not in index:
             index[v.code] = len(infos)
             infos.append(v.info)
-    notifications = []
-    line = dropped_line(report)
-    if line is not None:
-        notifications.append({"level": "error", "message": {"text": line.plain}})
-    invocation: dict[str, Any] = {"executionSuccessful": True}
-    if notifications:
-        invocation["toolExecutionNotifications"] = notifications
+    notes = notifications(report, notes)
+    invocation: dict[str, Any] = {
+        "executionSuccessful": not any(n["level"] == "error" for n in notes)}
+    if notes:
+        invocation["toolExecutionNotifications"] = [
+            {"level": n["level"], "message": {"text": n["text"]}} for n in notes]
+    driver: dict[str, Any] = {"name": "ldssan", "version": _version()}
+    if info_uri:
+        driver["informationUri"] = info_uri
     return {
         "$schema": SARIF_SCHEMA,
         "version": SARIF_VERSION,
         "runs": [{
-            "tool": {"driver": {
-                "name": "ldssan",
-                "version": _version(),
-                "rules": [_sarif_rule(i) for i in infos],
-            }},
+            "tool": {"driver": {**driver, "rules": [_sarif_rule(i, info_uri) for i in infos]}},
+            "originalUriBaseIds": {SRCROOT: {"uri": root.as_uri() + "/"}},
             "invocations": [invocation],
-            "results": [_sarif_result(v, index[v.code]) for v in report.violations],
+            "results": [_sarif_result(v, index[v.code], root) for v in report.violations],
             "properties": {
                 "records": report.records, "dropped": report.dropped,
                 "capacity": report.capacity,
-                "kernels": [{"name": k.name, "launches": k.launches, "sites": k.sites}
-                            for k in report.kernels],
+                "kernels": [_kernel_json(k) for k in report.kernels],
             },
         }],
     }
@@ -513,9 +389,28 @@ def _is_sarif(path: Path) -> bool:
     return name.endswith(".sarif") or name.endswith(".sarif.json")
 
 
+def report_path_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why a report could not be written to `path` (checked before a run, so a bad path is
+    a usage error then, not a traceback after every test ran), or None."""
+    p = Path(path)
+    if p.is_dir():
+        return f"path {str(p)!r} is a directory"
+    parent = p.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent  # write_report creates the missing directories below it
+    if not parent.is_dir():
+        return f"path {str(p)!r}: {str(parent)!r} is not a directory"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"path {str(p)!r}: directory {str(parent)!r} is not writable"
+    return None
+
+
 def write_report(report: Report, path: str | os.PathLike[str], *,
-                 format: str | None = None) -> Path:
+                 format: str | None = None, extra: dict[str, Any] | None = None,
+                 notes: Iterable[tuple[str, str]] = ()) -> Path:
     """Write JSON, or SARIF when the name ends in `.sarif` (or `format="sarif"`).
+    `extra` adds top-level keys to the JSON document (SARIF: to the run's properties);
+    `notes` are (level, text) execution notifications (see `to_sarif`).
 
     Atomic: the document is serialized fully in memory, written to a temporary file in the
     same directory and renamed over `path`; on any error an existing file is left intact
@@ -525,7 +420,9 @@ def write_report(report: Report, path: str | os.PathLike[str], *,
     fmt = format or ("sarif" if _is_sarif(path) else "json")
     if fmt not in ("json", "sarif"):
         raise ValueError(f"ldssan: unknown report format {fmt!r}; choose 'json' or 'sarif'")
-    doc = to_sarif(report) if fmt == "sarif" else to_json(report)
+    doc = to_sarif(report, notes=notes) if fmt == "sarif" else to_json(report, notes=notes)
+    if extra:
+        (doc["runs"][0]["properties"] if fmt == "sarif" else doc).update(extra)
     payload = (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")

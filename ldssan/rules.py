@@ -1,8 +1,8 @@
 """The rule catalogue: code, name, title, explanation and fix hint for every `Rule`,
 and a one-line text for every `Cause`.
 
-The semantics behind each entry are GFX1250_SYNC_MODEL.md §3.2 (a barrier does not wait
-for the wave's LDS stores) and §6.4 (the violation rules). Fix hints are written in FlyDSL
+The semantics behind each entry are in docs/memory-model.md ("Barriers": a barrier does not
+wait for the wave's LDS stores; "Rules": what each rule needs). Fix hints are written in FlyDSL
 terms, since that is what a kernel author edits.
 
 Lookups switch with an exhaustive `match` ending in `assert_never`: adding a `Rule` or a
@@ -85,6 +85,14 @@ def rule_name(rule: Rule) -> str:
             return "uninit-read"
         case Rule.OOB:
             return "oob"
+        case Rule.MISSING_RELEASE:
+            return "missing-release"
+        case Rule.MISSING_ACQUIRE:
+            return "missing-acquire"
+        case Rule.ISA_STORE_UNWAITED_AT_SIGNAL:
+            return "isa-store-unwaited-at-signal"
+        case Rule.ISA_USE_BEFORE_WAIT:
+            return "isa-use-before-wait"
         case _:
             assert_never(rule)
 
@@ -295,6 +303,81 @@ def _entry(rule: Rule) -> RuleInfo:
                 ),
                 default_cause="the access lies outside the workgroup's LDS allocation",
             )
+        case Rule.MISSING_RELEASE:
+            return RuleInfo(
+                rule, code, name,
+                title="LDS store reaches a split barrier signal with no release fence between",
+                explanation=(
+                    "A raw s_barrier_signal carries no memory semantics. The gfx1250 memory "
+                    "model publishes a wave's LDS stores at a barrier only through a release "
+                    "fence program-ordered before the signal (workgroup scope or wider, not "
+                    "one-as: it compiles to s_wait_dscnt 0) or an explicit s_wait_dscnt 0. On "
+                    "some path from this store to this signal there is neither, so another "
+                    "wave may leave the barrier before the store lands. A static check of the "
+                    "kernel's code (severity warning): it fires even when no launch raced."
+                ),
+                fix=(
+                    f"Put {_RELEASE} (or {_WAIT_DS}) between the store and {_SIGNAL}, or use "
+                    f"{_BARRIER}, which fences both sides."
+                ),
+                default_cause="no workgroup release fence or s_wait_dscnt 0 between the store and the signal",
+            )
+        case Rule.MISSING_ACQUIRE:
+            return RuleInfo(
+                rule, code, name,
+                title="LDS load after a split barrier wait with no acquire fence between",
+                explanation=(
+                    "A raw s_barrier_wait carries no memory semantics: the gfx1250 memory model "
+                    "makes other waves' published stores visible to this wave only through an "
+                    "acquire fence program-ordered after the wait (workgroup scope or wider, "
+                    "not one-as). Without it the compiler may move this load above the wait; "
+                    "today's code may happen to keep it below. A static check of the kernel's "
+                    "code (severity warning): it fires even when no launch raced."
+                ),
+                fix=(
+                    "Put fx.memory_fence(syncscope=\"workgroup\", "
+                    f"ordering=fx.AtomicOrdering.Acquire) between {_WAIT_BAR} and the load, or "
+                    f"use {_BARRIER}, which fences both sides."
+                ),
+                default_cause="no workgroup acquire fence between the wait and the load",
+            )
+        case Rule.ISA_STORE_UNWAITED_AT_SIGNAL:
+            return RuleInfo(
+                rule, code, name,
+                title="LDS store still in flight at s_barrier_signal in the compiled code",
+                explanation=(
+                    "Found in the linked gfx1250 code object, after the LLVM backend placed its "
+                    "own waits: on some path a ds_store reaches s_barrier_signal with no "
+                    "s_wait_dscnt that retires it (dscnt is in order: s_wait_dscnt N leaves the "
+                    "N most recent LDS ops in flight). The barrier then does not publish the "
+                    "store, and another wave may leave the barrier and read the old bytes. A "
+                    "static check of the instructions the hardware will run (severity warning)."
+                ),
+                fix=(
+                    f"Put {_RELEASE} (or {_WAIT_DS}) between the store and {_SIGNAL}, or use "
+                    f"{_BARRIER}, which fences both sides."
+                ),
+                default_cause="no s_wait_dscnt retiring the store between it and the signal",
+            )
+        case Rule.ISA_USE_BEFORE_WAIT:
+            return RuleInfo(
+                rule, code, name,
+                title="register used before the wait for the load writing it, in the compiled code",
+                explanation=(
+                    "Found in the linked gfx1250 code object: on some path an instruction uses a "
+                    "VGPR that a DS or VMEM load may still be writing (the load's counter was not "
+                    "waited down past it). gfx1250 does not interlock these results: the wait "
+                    "before the first use is the only thing that orders them, so the instruction "
+                    "may read the register's old value. Source waits cannot cause this; the "
+                    "wait the compiler placed came too late (aiter #5418 class)."
+                ),
+                fix=(
+                    "Report it against the compiler; meanwhile force the wait at the source: "
+                    "fx.rocdl.s_wait_dscnt(0) (LDS loads) or fx.rocdl.s_wait_loadcnt(0) "
+                    "(global/buffer loads) between the load and the use."
+                ),
+                default_cause="no wait retires the load before the register is used",
+            )
         case _:
             assert_never(rule)
 
@@ -384,6 +467,8 @@ def _cause_line(cause: Cause) -> str:
             return "the waves of the workgroup executed different barrier sequences"
         case Cause.BARRIER_DIVERGENT_LANES:
             return "the barrier was reached with a partial exec mask (divergent control flow)"
+        case Cause.COPY_WAITED_UNPUBLISHED:
+            return "copy completed by its wave's wait, never published to this wave"
         case _:
             assert_never(cause)
 
@@ -436,6 +521,12 @@ def fix_hint(rule: Rule | int, cause: Cause | int = Cause.NONE) -> str:
                 f"Move {_TENSOR_WAIT} / {_ASYNC_WAIT} before the issuing wave's barrier "
                 f"signal (wait, then {_BARRIER}) so that the barrier publishes the copy."
             )
+        case Cause.COPY_WAITED_UNPUBLISHED:
+            return (
+                f"The issuing wave's {_TENSOR_WAIT} / {_ASYNC_WAIT} completes the copy for that "
+                f"wave only: put {_BARRIER} between that wait and the other waves' reads, so "
+                f"that the barrier publishes the data to them."
+            )
         case Cause.ASYNCMARK_UNMARKED:
             return (
                 "Call fx.rocdl.asyncmark() after the last copy of each group before relying "
@@ -462,7 +553,11 @@ def other_access_label(rule: Rule | int) -> str:
             return "Previous"
         case Rule.DMA_READ_BEFORE_WAIT | Rule.WAIT_TOO_WEAK | Rule.DMA_OVERLAP:
             return "In-flight"
-        case Rule.DMA_NEVER_WAITED | Rule.BARRIER_DIVERGENCE | Rule.UNINIT_READ | Rule.OOB:
+        case (
+            Rule.DMA_NEVER_WAITED | Rule.BARRIER_DIVERGENCE | Rule.UNINIT_READ | Rule.OOB
+            | Rule.MISSING_RELEASE | Rule.MISSING_ACQUIRE | Rule.ISA_STORE_UNWAITED_AT_SIGNAL
+            | Rule.ISA_USE_BEFORE_WAIT
+        ):
             return "Other"
         case _:
             assert_never(rule)

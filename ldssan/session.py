@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
+from ldssan.runtime.records import Cause
 from ldssan.runtime.session import SessionOutcome
 
-from .decode import Report, SiteTable, decode
+from . import config, rules
+from .decode import STATIC_RULES, Report, SiteTable, SiteTableError, Violation, decode
 
 
 @dataclass
@@ -27,7 +30,37 @@ def decode_outcome(out: SessionOutcome, *, coverage: bool) -> LaunchResult:
     kernel = ", ".join(out.kernels) or out.entry
     report = decode(out.ring.records(), table, dropped=out.ring.dropped,
                     capacity=out.ring.capacity, launches=1, kernel=kernel)
+    lint = config.get("lint")
+    if lint != "off":
+        found = lint_violations(json.loads(out.sites_json).get("lint"), table, kernel=kernel,
+                                launch=out.launch, severity="error" if lint == "error" else "warning")
+        report = replace(report, violations=tuple(sorted(report.violations + found,
+                                                         key=lambda v: v.sort_key)))
     return LaunchResult(kernel, report, out.launch, table)
+
+
+def lint_violations(findings: Any, table: SiteTable, *, kernel: str, launch: int,
+                    severity: str = "warning") -> tuple[Violation, ...]:
+    """The fence-pairing findings the pass put in the site table (`{"code", "access",
+    "barrier"}` each, passes/lint.py) as violations: the access and its barrier, no wave."""
+    if not isinstance(findings, (list, type(None))):
+        raise SiteTableError(f"ldssan: site table 'lint' is a {type(findings).__name__}, not a list")
+    out = []
+    for i, f in enumerate(findings or ()):
+        try:
+            rule = rules.lookup(str(f["code"]))
+            access, barrier = int(f["access"]), int(f["barrier"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise SiteTableError(f"ldssan: site table lint[{i}]: bad or missing field: {e}") from None
+        if rule not in STATIC_RULES:
+            raise SiteTableError(f"ldssan: site table lint[{i}]: {rule.code} is not a lint rule")
+        out.append(Violation(
+            rule=rule, cause=Cause.NONE, site=table.resolve(access), other_site=table.resolve(barrier),
+            count=1, message=rules.cause_text(Cause.NONE, rule), lds_offset=0, lds_range=(0, 0),
+            buffer=None, wave=None, lane=None, other_wave=None, other_lane=None, workgroup=0,
+            launch=launch, extra=0, launches=frozenset({launch}), kernel=kernel, severity=severity,
+        ))
+    return tuple(out)
 
 
 _COVERAGE_SHOWN: set[str] = set()

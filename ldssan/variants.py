@@ -3,16 +3,19 @@ the demo, and mutation campaigns.
 
 A variant is the kernel module's source with some lines replaced (or deleted), written
 to a temporary file and imported under a fresh name, so FlyDSL traces it anew and every
-location in a report points at the edited file and line.
+location in a report points at the edited file and line. The temporary directory is removed
+when the process exits (`FLYDSL_LDSSAN_KEEP_TEMP=1` keeps it, for debugging).
 """
 
 from __future__ import annotations
 
 import ast
+import atexit
 import hashlib
 import importlib.util
 import inspect
 import os
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -34,10 +37,42 @@ class Edit:
 _DIR = None
 
 
+KEEP_TEMP_ENV = "FLYDSL_LDSSAN_KEEP_TEMP"  # an option of ldssan.config, which validates it
+
+
+def keep_temp() -> bool:
+    """FLYDSL_LDSSAN_KEEP_TEMP is set to anything but an off value. Read raw, not through
+    ldssan.config: this module is imported by kernels' campaign cases, which must not reach
+    the runtime that config's policy parser imports. Any unclear value keeps the files."""
+    return os.environ.get(KEEP_TEMP_ENV, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def _remove(path: str, pid: int) -> None:
+    # Only the process that made the directory removes it (a fork inherits atexit handlers).
+    if os.getpid() == pid and not keep_temp():
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def scratch_dir(prefix: str) -> str:
+    """A new temporary directory, removed when this process exits unless
+    FLYDSL_LDSSAN_KEEP_TEMP=1."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(_remove, path, os.getpid())
+    return path
+
+
+def use_variant_dir(path: str) -> None:
+    """Write variants under `path` (a directory someone else cleans up, e.g. a campaign's
+    scratch directory: its worker processes exit without running atexit handlers)."""
+    global _DIR
+    os.makedirs(path, exist_ok=True)
+    _DIR = path
+
+
 def _variant_dir() -> str:
     global _DIR
     if _DIR is None:
-        _DIR = tempfile.mkdtemp(prefix="ldssan-variants-")
+        _DIR = scratch_dir("ldssan-variants-")
     return _DIR
 
 

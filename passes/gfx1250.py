@@ -74,6 +74,8 @@ BARRIERS = {
     "rocdl.barrier": (BarrierForm.FENCED_ARRIVE, BarrierForm.FENCED_DONE),
     "rocdl.s.barrier": (BarrierForm.BARE_ARRIVE, BarrierForm.BARE_DONE),
     "rocdl.s.barrier.signal": (BarrierForm.SIGNAL, None),
+    # a signal that also returns whether this wave signalled first: the same event
+    "rocdl.s.barrier.signal.isfirst": (BarrierForm.SIGNAL, None),
     "rocdl.s.barrier.wait": (None, BarrierForm.WAIT),
 }
 
@@ -81,7 +83,7 @@ BARRIERS = {
 REFUSED = frozenset({
     "rocdl.ds.atomic.barrier.arrive.rtn.b64", "rocdl.ds.atomic.async.barrier.arrive.b64",
     "rocdl.s.barrier.signal.var", "rocdl.s.barrier.init", "rocdl.s.barrier.join",
-    "rocdl.s.barrier.leave", "rocdl.s.barrier.signal.isfirst",
+    "rocdl.s.barrier.leave",
     "rocdl.ds.load.tr4.b64", "rocdl.ds.load.tr8.b64", "rocdl.ds.load.tr6.b96", "rocdl.ds.load.tr16.b128",
     "rocdl.load.async.to.lds", "rocdl.global.load.async.lds", "rocdl.raw.ptr.buffer.load.async.lds",
 })

@@ -15,6 +15,7 @@ from collections import Counter
 
 from .abi import HOOKS, ORDERINGS, scope_id
 from .gfx1250 import PLUMBING, Const, Event, Operand, classify, refused
+from .lint import lint_function
 from .sites import site_entry, user_frames
 
 
@@ -105,6 +106,7 @@ class Instrumenter:
         self.module_op = module_op
         self.sites: list[dict] = []
         self.coverage: dict[str, Counter] = {}
+        self.lint: list[dict] = []  # fence-pairing findings (passes/lint.py), site ids
 
     def run(self) -> None:
         ir, _arith, _llvm = _ir()
@@ -117,9 +119,10 @@ class Instrumenter:
                 name = str(k.operation.attributes["sym_name"]).strip('"')
                 self.coverage[name] = Counter()
                 self._function(k.operation, name)
+                self.lint += [f.to_dict(name) for f in lint_function(k.operation)]
         attrs = self.module_op.attributes
         attrs["ldssan.emu"] = ir.StringAttr.get("1")
-        attrs["ldssan.sites"] = ir.StringAttr.get(json.dumps({"sites": self.sites}))
+        attrs["ldssan.sites"] = ir.StringAttr.get(json.dumps({"sites": self.sites, "lint": self.lint}))
         attrs["ldssan.coverage"] = ir.StringAttr.get(
             json.dumps({k: dict(v) for k, v in self.coverage.items()}))
 

@@ -2,7 +2,7 @@
 
 FlyDSL re-exports the generated ODS builders (`fx.rocdl.s_wait_dscnt`,
 `fx.rocdl.s_barrier_signal`, ...) without its location tracing, so their ops carry the
-kernel's `def` line (FLYDSL_PIPELINE.md §3). A report pointing at `def` is useless, so at
+kernel's `def` line (docs/architecture.md, "The event path"). A report pointing at `def` is useless, so at
 trace time each such builder runs under the user's call-site location, captured with
 FlyDSL's own `capture_user_location` (which skips framework frames).
 """

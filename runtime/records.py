@@ -1,6 +1,6 @@
 """Violation records: the fixed 32-byte format both executors write, and the bounded ring.
 
-Record layout (little-endian, 32 bytes; see ARCHITECTURE.md "Violation record"):
+Record layout (little-endian, 32 bytes; docs/architecture.md, "The event path"):
 
 | field       | type | meaning                                                        |
 |-------------|------|----------------------------------------------------------------|
@@ -18,6 +18,15 @@ Record layout (little-endian, 32 bytes; see ARCHITECTURE.md "Violation record"):
 | launch      | u32  | launch counter of the process                                  |
 
 The ring keeps a header (capacity, written, dropped): overflow is counted, never silent.
+With `verbatim` set (a sanitizer session's ring) it deduplicates as it records, so one bug
+repeated by every lane, wave and unrolled copy does not fill it: per (rule, cause, site, other_site) the first `verbatim` records are kept
+as they come, and after that only a record that shows something new (a wave, lane, other
+wave, other lane, workgroup or launch not seen for that key, or a smaller LDS011 count);
+the rest are folded into `folded[key] = [instances, lowest offset, highest offset]`, which
+lives in the process (the byte form carries the kept records only). The sets a report
+gives (waves, lanes, workgroups, ...) are therefore exact; instance counts add `folded`.
+A ring copied back as bytes (`Ring.from_bytes`) is validated before anything is decoded:
+a buffer that does not hold exactly what its header claims is a `RecordFormatError`.
 """
 
 from __future__ import annotations
@@ -33,6 +42,13 @@ NO_WAVE = 0xFFFF
 NO_LANE = 0xFF
 
 RECORD_BYTES = 32
+# Storage is allocated as records arrive (doubling), so a large capacity costs nothing
+# until it is used; this is the first allocation.
+_FIRST_ALLOC = 256
+
+
+class RecordFormatError(ValueError):
+    """A record buffer that is not a well-formed ring: names what is wrong."""
 
 
 class Rule(enum.IntEnum):
@@ -48,6 +64,12 @@ class Rule(enum.IntEnum):
     BARRIER_DIVERGENCE = 20  # LDS020
     UNINIT_READ = 30  # LDS030
     OOB = 31  # LDS031
+    # Static fence-pairing findings (passes/lint.py): never in a ring, severity "warning".
+    MISSING_RELEASE = 40  # LDS040
+    MISSING_ACQUIRE = 41  # LDS041
+    # ISA-level counter findings on the linked code object (ldssan/isa/): never in a ring.
+    ISA_STORE_UNWAITED_AT_SIGNAL = 50  # LDS050
+    ISA_USE_BEFORE_WAIT = 52  # LDS052
 
     @property
     def code(self) -> str:
@@ -69,6 +91,7 @@ class Cause(enum.IntEnum):
     ASYNCMARK_UNMARKED = 9  # LDS013: wait.asyncmark relied on for ops after the last mark
     BARRIER_MISMATCH = 10  # LDS020: waves ran different barrier sequences
     BARRIER_DIVERGENT_LANES = 11  # LDS020: barrier reached with a partial exec mask
+    COPY_WAITED_UNPUBLISHED = 12  # LDS001: the issuer's wait completed the copy; no barrier after it
 
     @property
     def text(self) -> str:
@@ -123,21 +146,63 @@ class Record:
         return cls(*_STRUCT.unpack(raw))
 
 
+# For a sanitizer session's ring (`Ring(n, verbatim=VERBATIM_PER_KEY)`): records kept as
+# they come per (rule, cause, site, other_site) before only records that show something new
+# are kept. A few examples suffice: the sets a report gives come from the new-info rule.
+VERBATIM_PER_KEY = 4
+
+
+class _KeySeen:
+    """What one dedup key's records have shown so far."""
+
+    __slots__ = ("n", "sets", "extra")
+
+    def __init__(self):
+        self.n = 0
+        self.sets: tuple[set, ...] = (set(), set(), set(), set(), set(), set())
+        self.extra: int | None = None
+
+    def admit(self, rec: "Record", verbatim: int) -> bool:
+        """Note the record; True if it is to be kept (within `verbatim`, or new)."""
+        self.n += 1
+        new = self.n <= verbatim
+        for seen, value in zip(self.sets, (rec.wave, rec.lane, rec.other_wave, rec.other_lane,
+                                           rec.workgroup, rec.launch)):
+            if value not in seen:
+                seen.add(value)
+                new = True
+        if rec.rule == Rule.WAIT_TOO_WEAK and (self.extra is None or rec.extra < self.extra):
+            self.extra = rec.extra  # the report gives the smallest sufficient count
+            new = True
+        return new
+
+
 class Ring:
     """Bounded buffer of 32-byte records with a (capacity, written, dropped) header.
 
-    `written` counts every record offered; the first `capacity` are kept, the rest are
-    counted in `dropped`, the way a device-side buffer with an atomic cursor behaves.
+    `written` counts every record stored or dropped (folded duplicates are in `folded`,
+    `merged` counts them); the first `capacity` are kept, the rest are counted in
+    `dropped`, the way a device-side buffer with an atomic cursor behaves.
+    `verbatim=None` (the default) keeps every record, as a device buffer would; a
+    sanitizer session passes `VERBATIM_PER_KEY` to deduplicate.
     """
 
     HEADER = struct.Struct("<QQQ")
 
-    def __init__(self, capacity: int = 4096):
+    def __init__(self, capacity: int = 4096, *, verbatim: int | None = None):
         if capacity <= 0:
             raise ValueError(f"ring capacity must be positive, got {capacity}")
         self.capacity = capacity
-        self._data = np.zeros(capacity, dtype=RECORD_DTYPE)
+        self.verbatim = verbatim
+        self._data = np.zeros(min(capacity, _FIRST_ALLOC), dtype=RECORD_DTYPE)
         self.written = 0
+        self._seen: dict[tuple[int, int, int, int], _KeySeen] = {}
+        self.folded: dict[tuple[int, int, int, int], list[int]] = {}
+
+    @property
+    def merged(self) -> int:
+        """Records folded into an earlier one of their key (not stored, not dropped)."""
+        return sum(f[0] for f in self.folded.values())
 
     @property
     def dropped(self) -> int:
@@ -147,12 +212,34 @@ class Ring:
         return min(self.written, self.capacity)
 
     def push(self, rec: Record) -> None:
-        if self.written < self.capacity:
-            self._data[self.written] = (
+        if self.verbatim is not None:
+            key = (rec.rule, rec.cause, rec.site, rec.other_site)
+            seen = self._seen.get(key)
+            if seen is None:
+                seen = self._seen[key] = _KeySeen()
+            if not seen.admit(rec, self.verbatim):
+                f = self.folded.get(key)
+                if f is None:
+                    self.folded[key] = [1, rec.lds_offset, rec.lds_offset]
+                else:
+                    f[0] += 1
+                    f[1], f[2] = min(f[1], rec.lds_offset), max(f[2], rec.lds_offset)
+                return
+        n = self.written
+        if n < self.capacity:
+            if n == len(self._data):
+                self._grow()
+            self._data[n] = (
                 rec.rule, rec.cause, rec.site, rec.other_site, rec.lds_offset, rec.wave,
                 rec.other_wave, rec.lane, rec.other_lane, rec.extra, rec.workgroup, rec.launch,
             )
-        self.written += 1
+        self.written = n + 1
+
+    def _grow(self) -> None:
+        size = min(self.capacity, max(_FIRST_ALLOC, 2 * len(self._data)))
+        data = np.zeros(size, dtype=RECORD_DTYPE)
+        data[: len(self._data)] = self._data
+        self._data = data
 
     def records(self) -> list[Record]:
         return [Record(*(int(x) for x in row)) for row in self._data[: len(self)].tolist()]
@@ -163,13 +250,48 @@ class Ring:
         return head + self._data[: len(self)].tobytes()
 
     @classmethod
-    def from_bytes(cls, raw: bytes) -> "Ring":
-        capacity, written, _dropped = cls.HEADER.unpack_from(raw, 0)
-        ring = cls(capacity)
-        body = np.frombuffer(raw, dtype=RECORD_DTYPE, offset=cls.HEADER.size)
-        ring._data[: len(body)] = body
-        ring.written = written
+    def from_bytes(cls, raw: bytes | bytearray | memoryview) -> "Ring":
+        """Inverse of `to_bytes`, validated: the header's capacity, written and dropped
+        counts must agree with each other and with the body, which must be whole records
+        with a rule number. Memory used is bounded by `len(raw)`, whatever the header says."""
+        raw = bytes(raw)
+        head = cls.HEADER.size
+        if len(raw) < head:
+            raise RecordFormatError(
+                f"ldssan: ring buffer of {len(raw)} bytes is shorter than its {head}-byte header "
+                "(capacity, written, dropped)")
+        capacity, written, dropped = cls.HEADER.unpack_from(raw, 0)
+        body = len(raw) - head
+        kept = body // RECORD_BYTES
+        if capacity == 0:
+            raise RecordFormatError("ldssan: ring header says capacity 0 (a ring holds at least 1 record)")
+        if body % RECORD_BYTES:
+            raise RecordFormatError(
+                f"ldssan: ring body of {body} bytes is cut mid-record: {kept} whole "
+                f"{RECORD_BYTES}-byte records and {body % RECORD_BYTES} bytes left over")
+        if kept > capacity:
+            raise RecordFormatError(
+                f"ldssan: ring body holds {kept} records, more than the header's capacity {capacity}")
+        expect = min(written, capacity)
+        if kept != expect:
+            raise RecordFormatError(
+                f"ldssan: ring header says {written} records written with capacity {capacity}, so "
+                f"{expect} kept, but the body holds {kept}")
+        if dropped != written - expect:
+            raise RecordFormatError(
+                f"ldssan: ring header's dropped count {dropped} does not match written - kept = "
+                f"{written} - {expect} = {written - expect}")
+        data = np.frombuffer(raw, dtype=RECORD_DTYPE, count=kept, offset=head).copy()
+        zero = np.flatnonzero(data["rule"] == 0)
+        if zero.size:
+            raise RecordFormatError(
+                f"ldssan: ring record {int(zero[0])} has rule number 0, which no rule has "
+                "(a zero-filled or corrupt buffer)")
+        ring = cls(1, verbatim=None)  # a copied-back buffer is what it is: no folding
+        ring.capacity, ring._data, ring.written = capacity, data, written
         return ring
 
     def clear(self) -> None:
         self.written = 0
+        self._seen.clear()
+        self.folded.clear()

@@ -2,9 +2,24 @@
 suite never reads (or pollutes) the user's ~/.flydsl cache."""
 
 import os
-import tempfile
 
-os.environ.setdefault("FLYDSL_RUNTIME_CACHE_DIR", tempfile.mkdtemp(prefix="ldssan-test-flydsl-cache-"))
+import pytest
+
+if "FLYDSL_RUNTIME_CACHE_DIR" not in os.environ:
+    from ldssan.variants import scratch_dir  # removed at exit unless FLYDSL_LDSSAN_KEEP_TEMP=1
+
+    os.environ["FLYDSL_RUNTIME_CACHE_DIR"] = scratch_dir("ldssan-test-flydsl-cache-")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _fresh_runtime_caches():
+    """Every test file starts from empty runtime caches (translations, parsed modules, engine
+    footprints): a verdict never depends on which file ran before. Per module, not per test,
+    so a file's kernels are translated once."""
+    from ldssan.runtime import reset_caches
+
+    reset_caches()
+    yield
 
 
 def pytest_terminal_summary(terminalreporter):

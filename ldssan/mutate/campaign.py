@@ -24,6 +24,8 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass
 
+from ldssan.variants import keep_temp
+
 from .operators import Mutant, find_mutants
 from .records import HANG_ERRORS, CampaignRecord, KernelRecord, MutantRecord, distinct_rules
 from .target import MissingKernel, Target, locate
@@ -253,4 +255,5 @@ def _execute(kernels: list[KernelRecord], plans, config: CampaignConfig, listene
                     submit(t)
     finally:
         pool.close()
-        shutil.rmtree(cache_dir, ignore_errors=True)
+        if not keep_temp():
+            shutil.rmtree(cache_dir, ignore_errors=True)

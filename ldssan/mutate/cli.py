@@ -15,8 +15,10 @@ policies and seeds). KERNEL is a module name (ldssan.kernels.rmsnorm) or a .py f
 module provides `ldssan_cases()` (see ldssan.mutate.target) or is registered in
 ldssan.kernels.campaigns. Kernels whose module does not exist are skipped with a message.
 
-Exit status: 0 the campaign ran; 2 a clean baseline failed its gate (no violations and a
-passing output check are required before any mutant runs); 1 nothing to run.
+Exit status: 0 the campaign ran; 1 nothing to run (no kernel found, or no mutant, e.g. an
+--only id that --dry-run does not list); 2 a clean baseline failed its gate (no violations
+and a passing output check are required before any mutant runs), or a usage error (a bad
+option value, an output path that cannot be written), printed as one line.
 """
 
 
@@ -29,6 +31,32 @@ def _operator_list(text: str) -> tuple[str, ...]:
     return names
 
 
+def _number(kind, low: str):
+    """argparse type: a `kind` number > 0 (`low` names the bound in the message)."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = 0
+        if not 0 < value < float("inf"):  # also refuses nan
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {low}")
+        return value
+
+    return parse
+
+
+def policy_arg(text: str) -> str:
+    """argparse type of a --policy option (here and `ldssan demo`): the canonical policy
+    text, or a usage error with the accepted forms."""
+    from ldssan.runtime.emu.sched import Policy
+
+    try:
+        return str(Policy.parse(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def register(sub) -> None:
     """Add the `mutate` subcommand to an argparse subparsers object."""
     p = sub.add_parser("mutate", help="mutation campaign: one-line sync bugs, sanitizer vs output check",
@@ -39,19 +67,30 @@ def register(sub) -> None:
     p.add_argument("--operators", type=_operator_list, default=None, metavar="A,B",
                    help="only these operators (default: all)")
     p.add_argument("--only", default=None, metavar="ID,ID", help="only these mutant ids (as --dry-run prints them)")
-    p.add_argument("-k", "--launches", type=int, default=8, metavar="K",
+    p.add_argument("-k", "--launches", type=_number(int, "an integer >= 1"), default=8, metavar="K",
                    help="output-check launches per case, across scheduler policies and seeds (default 8)")
-    p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: cores)")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds per mutant before it is a timeout (120)")
-    p.add_argument("--policy", default="round-robin", help="scheduler policy of the sanitizer's launch")
+    p.add_argument("-j", "--jobs", type=_number(int, "an integer >= 1"), default=os.cpu_count() or 1,
+                   help="worker processes (default: cores)")
+    p.add_argument("--timeout", type=_number(float, "a number of seconds > 0"), default=120.0,
+                   help="seconds per mutant before it is a timeout (120)")
+    p.add_argument("--policy", default="round-robin", type=policy_arg,
+                   help="scheduler policy of the sanitizer's launch")
     p.add_argument("--json", metavar="PATH", help="write the JSON record ('-' for stdout)")
     p.add_argument("--markdown", metavar="PATH", help="write the Markdown summary")
     p.add_argument("--no-live", action="store_true", help="no progress bar / live table")
     p.set_defaults(fn=main)
 
 
+def _unmatched(only: tuple[str, ...] | None, record) -> list[str]:
+    """--only ids that name no planned mutant of any kernel."""
+    ids = {m.id for k in record.kernels for m in k.mutants}
+    return [i for i in only or () if i not in ids]
+
+
 def main(args) -> int:
     from rich.console import Console
+
+    from ldssan.report import report_path_problem
 
     from . import report
     from .campaign import CampaignConfig, plan, run_campaign
@@ -65,9 +104,11 @@ def main(args) -> int:
     if not args.kernels:
         console.print("[red]ldssan mutate: give at least one KERNEL (module name or .py file)")
         return 1
-    if args.launches < 1 or args.jobs < 1:
-        console.print("[red]ldssan mutate: --launches and --jobs must be >= 1")
-        return 1
+    for flag, path in (("--json", args.json), ("--markdown", args.markdown)):
+        problem = path and path != "-" and report_path_problem(path)
+        if problem:
+            print(f"ldssan mutate: error: {flag}: {problem}", file=sys.stderr)
+            return 2
     only = tuple(x.strip() for x in args.only.split(",")) if args.only else None
     if args.dry_run:
         plans = []
@@ -99,7 +140,17 @@ def main(args) -> int:
         print(report.summary_text(record))
     if not any(k.status != "skipped" for k in record.kernels):
         return 1
-    return 0 if record.ok else 2
+    if not record.ok:
+        return 2
+    unmatched = _unmatched(only, record)
+    what = f"--only {', '.join(unmatched)} matched no mutant" if unmatched else "no mutant to run"
+    hint = "(`ldssan mutate KERNEL --dry-run` lists the ids)"
+    if not any(k.mutants for k in record.kernels):
+        print(f"ldssan mutate: nothing to run: {what} {hint}", file=sys.stderr)
+        return 1
+    if unmatched:
+        print(f"ldssan mutate: warning: {what} {hint}", file=sys.stderr)
+    return 0
 
 
 class _Plain:

@@ -1,6 +1,6 @@
 """Campaign records: plain data first (JSON-ready), formatting in `report.py`.
 
-Counting rules (ANCHORS.md §6, rocJITsu's harness):
+Counting rules (as mutation-testing harnesses count; docs/bug-patterns.md):
 
 * a mutant that does not compile, hangs/crashes or times out, and one whose instrumented IR
   equals the clean kernel's, is *classified*, not counted: the rates are over the mutants
@@ -30,7 +30,7 @@ STATUSES = {
     "not-run": False,  # its kernel's clean baseline failed the gate
 }
 
-HANG_ERRORS = ("DeadlockError", "SpinTimeout", "StepBudgetExceeded")
+HANG_ERRORS = ("DeadlockError", "BarrierDivergenceError", "SpinTimeout", "StepBudgetExceeded", "EmulationTimeout")
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:

@@ -78,6 +78,10 @@ def init_worker(cache_dir: str | None) -> None:
     os.environ["FLYDSL_RUNTIME_ENABLE_CACHE"] = "0"
     if cache_dir:
         os.environ.setdefault("FLYDSL_RUNTIME_CACHE_DIR", cache_dir)
+        # Pool workers exit without atexit handlers: variants go where the parent removes them.
+        from ldssan.variants import use_variant_dir
+
+        use_variant_dir(os.path.join(cache_dir, f"variants-{os.getpid()}"))
     os.environ.setdefault("FLYDSL_GPU_ARCH", "gfx1250")
     os.environ.setdefault("ARCH", "gfx1250")
     import flydsl.compiler  # noqa: F401

@@ -41,15 +41,18 @@ def test_text_has_tsan_shape(lds001, match_lines):
         "==================",
         "WARNING: ldssan: read of LDS bytes another wave wrote* (LDS001)",
         "Cause: the writer's ds store was not dscnt-complete at its s_barrier_signal*",
-        "This access: read of 4 bytes at LDS lds+0x4 by wave 0 lane 0 (workgroup 0)",
-        "  at /src/kernels/k_lds.py:17:8 in lds_neighbour",
+        # every instance's waves and lanes and the offset range, not one example lane
+        "This access: read of 4 bytes at LDS lds+0x0..0xfc by waves 0-1 lanes 0-31 (workgroup 0)",
+        "  at /src/kernels/k_lds.py:17:9 in lds_neighbour",  # columns 1-based, as in SARIF
         "    Out[tid] = lds[(tid + 1) % N]",
-        "Previous access: write of 4 bytes at LDS lds+0x4 by wave 0 lane 1 (workgroup 0)",
-        "  at /src/kernels/k_lds.py:14:4 in lds_neighbour",
+        "Previous access: write of 4 bytes at LDS lds+0x0..0xfc by waves 0-1 lanes 0-31 "
+        "(workgroup 0)",
+        "  at /src/kernels/k_lds.py:14:5 in lds_neighbour",
         "    lds[tid] = fx.Int32(tid) * 10",
-        "  called from /src/kernels/k_lds.py:22:4 in launch",
+        "  called from /src/kernels/k_lds.py:22:5 in launch",
         "Seen 64 times: waves 0-1, other waves 0-1, lanes 0-31, other lanes 0-31, "
         "workgroup 0, launch 0*",
+        "LDS buffer: lds (256 bytes at 0x0)",
         "  On gfx1250 a barrier only synchronizes execution*",
         "  Fix: *fx.rocdl.s_wait_dscnt(0)*",
         "SUMMARY: ldssan: LDS001 raw-unpublished /src/kernels/k_lds.py:17",
@@ -61,7 +64,7 @@ def test_text_has_tsan_shape(lds001, match_lines):
 
 def test_text_contains_code_both_locations_and_both_sources(lds001):
     text = rpt.render_text(lds001)
-    for needle in ("LDS001", "k_lds.py:17:8", "k_lds.py:14:4",
+    for needle in ("LDS001", "k_lds.py:17:9", "k_lds.py:14:5",
                    "Out[tid] = lds[(tid + 1) % N]", "lds[tid] = fx.Int32(tid) * 10"):
         assert needle in text
 
@@ -123,7 +126,7 @@ def test_other_kinds_render(mixed, match_lines):
         "Cause: s_wait_tensorcnt 1 leaves the copy outstanding; 0 would suffice",
         "This access: read of 16 bytes at LDS smem_a+0x10 by wave 1 (workgroup 0)",
         "Wait: rocdl.s.wait.tensorcnt by wave 1 (workgroup 0)",
-        "  at /src/kernels/gemm.py:50:8 in gemm",
+        "  at /src/kernels/gemm.py:50:9 in gemm",
         "    tdm_ops.tensor_wait(1)",
         "WARNING: ldssan: async/TDM copies never completed (LDS013)",
         "This access: TDM copy to LDS of 4096 bytes at LDS smem_a+0x0 by wave 3 (workgroup 0)",
@@ -251,7 +254,7 @@ def test_write_report_leaves_existing_file_when_serialization_fails(tmp_path, ld
     path = tmp_path / "r.json"
     path.write_text("previous report\n")
 
-    def boom(report):
+    def boom(report, **kw):
         raise RuntimeError("serialization failed")
 
     monkeypatch.setattr(rpt, "to_json", boom)
@@ -293,3 +296,11 @@ def test_every_rule_renders(sites):
     for info in rules.CATALOGUE.values():
         assert f"({info.code})" in text
         assert f"SUMMARY: ldssan: {info.code} {info.name} " in text
+
+
+def test_write_report_adds_extra_keys(tmp_path, lds001):
+    rpt.write_report(lds001, tmp_path / "r.json", extra={"tests": {"t::a": 1}})
+    rpt.write_report(lds001, tmp_path / "r.sarif", extra={"tests": {"t::a": 1}})
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["tests"] == {"t::a": 1} and rpt.from_json(doc) == lds001
+    assert json.loads((tmp_path / "r.sarif").read_text())["runs"][0]["properties"]["tests"] == {"t::a": 1}

@@ -107,3 +107,40 @@ def test_expect_marker_turns_an_intended_race_into_a_pass(pytester, monkeypatch)
     res = pytester.runpytest_subprocess("-p", "ldssan")
     res.assert_outcomes(passed=1, failed=1)
     res.stdout.fnmatch_lines(["*_ test_clean _*", "ldssan: expected [[]'LDS002'[]] but the launches reported nothing"])
+
+
+def test_expect_marker_fails_a_test_that_launched_nothing(pytester, monkeypatch):
+    # an expectation no launch could meet would otherwise pass: a test that cannot fail
+    pytester.makepyfile(test_nolaunch='''
+import pytest
+
+@pytest.mark.ldssan(expect=["LDS001"])
+def test_forgot_to_launch():
+    assert True
+
+def test_unmarked_without_launch():
+    assert True
+''')
+    monkeypatch.setenv("FLYDSL_LDSSAN", "1")
+    res = pytester.runpytest_subprocess("-p", "ldssan")
+    res.assert_outcomes(passed=1, failed=1)
+    res.stdout.fnmatch_lines([
+        "*_ test_forgot_to_launch _*",
+        "ldssan: expected [[]'LDS001'[]] but the test launched no FlyDSL kernel (nothing was checked)",
+    ])
+
+
+def test_sarif_report_is_written_when_no_kernel_ran(pytester, monkeypatch):
+    import json
+
+    pytester.makepyfile(test_nothing="def test_plain():\n    assert True\n")
+    monkeypatch.setenv("FLYDSL_LDSSAN", "1")
+    res = pytester.runpytest_subprocess("-p", "ldssan", "--ldssan-report=out.sarif")
+    res.assert_outcomes(passed=1)
+    res.stdout.fnmatch_lines(["*ldssan: report written to out.sarif*"])
+    (run,) = json.loads((pytester.path / "out.sarif").read_text())["runs"]
+    assert run["results"] == [] and run["properties"]["kernels"] == []
+    (note,) = run["invocations"][0]["toolExecutionNotifications"]
+    assert "NOTHING WAS CHECKED" in note["message"]["text"]
+    assert run["properties"]["tests"] == {
+        "test_nothing.py::test_plain": {"launches": 0, "kernels": 0, "sites": 0, "violations": 0}}

@@ -1,0 +1,116 @@
+"""torch's GPU device, provided by the virtual gfx1250: GPU test suites run on a host with no GPU.
+
+    from ldssan import vdevice
+    vdevice.install()          # what FLYDSL_LDSSAN=1 / --ldssan / hook.enable() do on a GPU-less host
+    torch.cuda.is_available()  # True; get_device_properties(0).gcnArchName == "gfx1250"
+    x = torch.randn(64, 128, device="cuda")   # host memory; FlyDSL launches run on the emulator
+    vdevice.uninstall()        # torch.cuda and the torch function mode stack as they were
+
+Built on torch's own extension points: a `TorchFunctionMode` (`_mode.py`) maps the GPU device
+onto host memory for factory functions (`device="cuda"`, `"cuda:0"`, `torch.device("cuda")`,
+`device=0`, `torch.set_default_device("cuda")`), `Tensor.cuda()`, `.to("cuda")`, `.cpu()`,
+and results computed from GPU tensors (`empty_like`, views, arithmetic); and the `torch.cuda`
+query, stream, event and seed functions are replaced while installed (`_cuda.py`) and
+restored on `uninstall()`.
+
+Supported: one device (`cuda` / `cuda:0`); `is_available`, `device_count`, `current_device`,
+`set_device(0)`, `get_device_name/properties/capability` (gcnArchName `gfx1250`, warp 32,
+320 KiB LDS, a small virtual CU count), `synchronize`, `current_stream`, `default_stream`,
+`Stream`, `ExternalStream`, `stream(...)`, `Event` (complete when recorded; `elapsed_time`
+warns `TimingNotMeasured` and returns NaN), `manual_seed[_all]` (the device shares the host
+generator), rng state, allocator statistics (reported as 0: not tracked), and
+`torch.testing.assert_close` between GPU and CPU tensors.
+
+Not supported, and what happens:
+- GPU tensors report `device.type == "cpu"` and `is_cuda == False` (they are host tensors);
+  code that branches on a tensor's device sees the host.
+- CUDA/HIP graphs (`torch.cuda.graph`, `CUDAGraph`, `make_graphed_callables`),
+  `torch.cuda._sleep`, IPC events, and any device index other than 0: `VirtualDeviceError`
+  naming the call and its source line.
+- HIP/CUDA C++ extensions, Triton, `torch.version.hip` (stays None), autocast on "cuda",
+  and work in threads other than the one that installed the device: not provided.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+from ._errors import VirtualDeviceError
+from ._mode import DeviceMapMode, on_device
+
+__all__ = ["VirtualDeviceError", "install", "uninstall", "active", "real_gpu_present", "wanted", "on_device"]
+
+_MISSING = object()
+_lock = threading.Lock()
+_saved: dict[str, object] | None = None
+_mode: DeviceMapMode | None = None
+
+
+def real_gpu_present() -> bool:
+    """True if torch sees a GPU of its own (then the virtual one is not installed by default)."""
+    if _saved is not None:
+        orig = _saved["is_available"]
+        return bool(orig()) if orig is not _MISSING else False
+    return bool(torch.cuda.is_available())
+
+
+def wanted(choice: str) -> bool:
+    """Whether FLYDSL_LDSSAN_DEVICE=`choice` installs the virtual device on this host:
+    'virtual' always, 'off' never, 'auto' when torch has no GPU."""
+    if choice not in ("auto", "virtual", "off"):
+        raise ValueError(f"ldssan: device {choice!r}: expected auto, virtual or off")
+    return choice == "virtual" or (choice == "auto" and not real_gpu_present())
+
+
+def active() -> bool:
+    """True while the virtual device stands in for torch's GPU."""
+    return _saved is not None
+
+
+def _push_at_bottom(mode: DeviceMapMode) -> None:
+    # Below any mode already pushed (e.g. torch.set_default_device's DeviceContext), so a
+    # device those modes add is still mapped by this one.
+    above = [torch._C._pop_torch_function_stack() for _ in range(torch._C._len_torch_function_stack())]
+    torch._C._push_on_torch_function_stack(mode)
+    for m in reversed(above):
+        torch._C._push_on_torch_function_stack(m)
+
+
+def _remove(mode: DeviceMapMode) -> None:
+    stack = [torch._C._pop_torch_function_stack() for _ in range(torch._C._len_torch_function_stack())]
+    for m in reversed(stack):
+        if m is not mode:
+            torch._C._push_on_torch_function_stack(m)
+
+
+def install() -> None:
+    """Provide torch's GPU device from the virtual gfx1250 (idempotent)."""
+    global _saved, _mode
+    from ._cuda import API
+
+    with _lock:
+        if _saved is not None:
+            return
+        saved = {name: torch.cuda.__dict__.get(name, _MISSING) for name in API}
+        for name, value in API.items():
+            setattr(torch.cuda, name, value)
+        _mode = DeviceMapMode()
+        _push_at_bottom(_mode)
+        _saved = saved
+
+
+def uninstall() -> None:
+    """Restore torch exactly: the saved `torch.cuda` attributes and the mode stack."""
+    global _saved, _mode
+    with _lock:
+        if _saved is None:
+            return
+        for name, value in _saved.items():
+            if value is _MISSING:
+                delattr(torch.cuda, name)
+            else:
+                setattr(torch.cuda, name, value)
+        _remove(_mode)
+        _saved, _mode = None, None

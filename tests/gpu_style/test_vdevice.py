@@ -1,0 +1,129 @@
+"""The virtual device itself, in process: what torch.cuda answers, how tensors move between
+host and "GPU", what is refused, and that uninstall gives torch back exactly."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from ldssan import hook, vdevice
+from ldssan.vdevice import VirtualDeviceError
+from ldssan.vdevice._cuda import LDS_BYTES, TimingNotMeasured
+
+_NAMES = ("is_available", "device_count", "get_device_properties", "Stream", "Event", "synchronize",
+          "manual_seed", "graph", "current_stream")
+
+
+@pytest.fixture
+def fresh():
+    """A process where nothing has installed the virtual device (not an outer ldssan session)."""
+    if vdevice.active() or hook.enabled():
+        pytest.skip("the outer session runs under ldssan; these tests install and remove it themselves")
+    yield
+    vdevice.uninstall()
+
+
+@pytest.fixture
+def gpu(fresh):
+    vdevice.install()
+    yield
+
+
+def test_uninstall_restores_torch_exactly(fresh):
+    before = {n: torch.cuda.__dict__.get(n) for n in _NAMES}
+    modes = torch._C._len_torch_function_stack()
+    available = torch.cuda.is_available()
+
+    vdevice.install()
+    assert torch.cuda.is_available() and torch._C._len_torch_function_stack() == modes + 1
+    vdevice.uninstall()
+
+    assert {n: torch.cuda.__dict__.get(n) for n in _NAMES} == before
+    assert torch._C._len_torch_function_stack() == modes
+    assert torch.cuda.is_available() == available
+    assert not vdevice.on_device(torch.zeros(1))
+
+
+def test_the_device_describes_a_virtual_gfx1250(gpu):
+    props = torch.cuda.get_device_properties(0)
+    assert torch.cuda.device_count() == 1 and torch.cuda.current_device() == 0
+    assert props.gcnArchName == "gfx1250" and props.warp_size == 32
+    assert props.shared_memory_per_block == LDS_BYTES and props.multi_processor_count >= 1
+    assert "gfx1250" in torch.cuda.get_device_name()
+
+
+def test_transfers_copy_exactly_when_they_cross_sides(gpu):
+    host = torch.arange(4.0)
+    dev = host.cuda()
+    assert vdevice.on_device(dev) and not vdevice.on_device(host)
+    dev.add_(1)
+    assert host.tolist() == [0, 1, 2, 3]  # .cuda() was a copy
+    assert dev.cuda() is dev and dev.to("cuda:0") is dev
+    snap = dev.cpu()
+    dev.zero_()
+    assert snap.tolist() == [1, 2, 3, 4] and not vdevice.on_device(snap)
+
+    back = torch.zeros(4)
+    back.copy_(dev)
+    assert not vdevice.on_device(back)  # an in-place copy leaves the host tensor on the host
+    assert vdevice.on_device(torch.empty_like(dev)) and vdevice.on_device(dev[1:])
+    assert not vdevice.on_device(torch.zeros_like(dev, device="cpu"))
+    assert vdevice.on_device(torch.ones(2, device=torch.device("cuda"))) and vdevice.on_device(torch.ones(2, device=0))
+    torch.testing.assert_close(dev, torch.zeros(4))
+
+
+def test_seeds_streams_and_events(gpu):
+    torch.cuda.manual_seed(5)
+    a = torch.randn(8, device="cuda")
+    torch.cuda.manual_seed(5)
+    assert torch.equal(a, torch.randn(8, device="cuda"))
+
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        assert torch.cuda.current_stream() is side
+    assert torch.cuda.current_stream() == torch.cuda.default_stream() != side
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    end.record()
+    end.synchronize()
+    with pytest.warns(TimingNotMeasured, match="not measured"):
+        assert math.isnan(start.elapsed_time(end))
+
+
+def test_flydsl_reads_the_stream_handle(gpu):
+    import flydsl.expr as fx
+
+    def abi_value(stream):
+        (ctype, fill), = fx.Stream(stream).__c_abi_spec__()
+        slot = ctype()
+        fill(fx.Stream(stream), slot)
+        return slot.value or 0
+
+    side = torch.cuda.Stream()
+    assert abi_value(torch.cuda.current_stream()) == 0  # the null stream, as HIP spells it
+    assert abi_value(side) == side.cuda_stream != 0
+
+
+def test_unsupported_features_name_the_call_and_the_line(gpu):
+    with pytest.raises(VirtualDeviceError, match=r"torch\.cuda\.graph is not supported.*test_vdevice\.py:\d+"):
+        torch.cuda.graph(None)
+    with pytest.raises(VirtualDeviceError, match="one GPU, cuda:0"):
+        torch.zeros(2, device="cuda:1")
+
+
+def test_hook_enable_installs_it_by_choice(fresh, monkeypatch):
+    try:
+        hook.enable(device="off")
+        assert not vdevice.active()
+        hook.disable()
+        monkeypatch.setenv("FLYDSL_LDSSAN_DEVICE", "virtual")
+        hook.enable()
+        assert vdevice.active() and torch.cuda.is_available()
+    finally:
+        hook.disable()
+    assert not vdevice.active()
+    with pytest.raises(ValueError, match="expected auto, virtual or off"):
+        hook.enable(device="gpu")

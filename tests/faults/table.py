@@ -23,6 +23,10 @@ O = "tests/faults/test_options.py"
 P = "tests/faults/test_report_path.py"
 C = "tests/faults/test_cli.py"
 T = "tests/faults/test_temp.py"
+L = "tests/emu/test_faults_loops.py"
+B = "tests/emu/test_faults_barriers.py"
+F = "tests/shadow/test_flag_handoff_e2e.py"
+K = "tests/kernels/test_bad_inputs.py"
 
 ROWS: list[tuple[str, str, tuple[str, ...]]] = [
     ("a violation ring buffer is empty, has a truncated header, is cut mid-record, says capacity 0, "
@@ -84,6 +88,40 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
      "removes); `FLYDSL_LDSSAN_KEEP_TEMP=1` keeps them",
      (f"{T}::test_variant_directory_is_removed_at_exit", f"{T}::test_test_suite_flydsl_cache_is_removed_at_exit",
       f"{T}::test_campaign_worker_variants_live_in_the_campaign_scratch_directory")),
+    ("a kernel loops for 2³¹−1 iterations (or any loop form runs away: uniform or divergent `for`, "
+     "`while`)",
+     "`StepBudgetExceeded` (or `EmulationTimeout` after 10 CPU seconds) naming the loop's line and every "
+     "wave's position, under `emulate()` and `sanitize()`; a uniform loop longer than the budget is refused "
+     "before it runs",
+     (f"{L}::test_uniform_loop_of_2_31_iterations_fails_at_once_naming_the_loop",
+      f"{L}::test_every_loop_form_stops_at_the_time_limit", f"{L}::test_sanitized_runaway_loop_is_an_error_not_a_hang")),
+    ("a barrier is reached under a partial exec mask (`if lane < 16: barrier()`)",
+     "plain `emulate()`: `BarrierDivergenceError` naming the lanes (a hang on hardware); sanitized: LDS020 "
+     "with the lanes that reached it",
+     (f"{B}::test_barrier_under_a_partial_exec_mask_is_an_error",
+      f"{B}::test_sanitizer_reports_a_partial_mask_barrier_as_lds020_with_the_lanes")),
+    ("the waves of a workgroup run different barrier sequences",
+     "plain `emulate()`: `BarrierDivergenceError` naming the waves and barriers, exactly where the "
+     "sanitizer reports LDS020",
+     (f"{B}::test_a_wave_running_one_more_barrier_is_an_error",
+      f"{B}::test_plain_error_exactly_where_the_sanitizer_reports_lds020")),
+    ("a cluster barrier (`s_barrier_signal(-3)`) or a named barrier (id 1..16) is used",
+     "`UnsupportedOp` naming the op, the barrier id and the line (never run as a workgroup barrier)",
+     (f"{B}::test_cluster_and_named_barriers_are_refused",)),
+    ("two waves hand a flag through LDS without a barrier",
+     "LDS001 with the same records under every scheduler policy",
+     (f"{F}::test_flag_handoff_report_is_lds001_and_identical_under_every_policy",)),
+    ("a raw kernel launcher is given more rows than its tensors hold",
+     "a clear error before the first store; outputs left as they were",
+     (f"{K}::test_raw_rmsnorm_launch_with_too_many_rows_writes_nothing",
+      f"{K}::test_raw_gemm_launch_checks_bounds_before_any_tile")),
+    ("NaN or ±Inf inputs reach a bundled kernel (MegaMoE router logits, RMSNorm rows, GEMM operands)",
+     "the output follows the numpy reference (NaN propagates; no finite wrong answer)",
+     (f"{K}::test_mega_moe_nan_and_inf_router_logits_follow_the_reference",
+      f"{K}::test_rmsnorm_nan_and_inf_rows_follow_the_reference", f"{K}::test_gemm_nan_inputs_follow_the_reference")),
+    ("importing a bundled kernel",
+     "sets no environment variable (the gfx1250 target is set only around a launch, then restored)",
+     (f"{K}::test_importing_the_kernels_sets_no_environment_variable",)),
 ]
 
 

@@ -11,14 +11,16 @@ Site table (built by the pass, `passes/sites.py`; docs/architecture.md), as JSON
                 "chain": [{"file": "k.py", "line": 15, "col": 4, "function": "kernel"},
                           {"file": "k.py", "line": 40, "col": 8, "function": "launch"}],
                 "text": "smem[tid] = x", "buffer": "smem", "bytes": 4}, ...],
-     "buffers": [{"name": "smem", "offset": 0, "size": 1024}, ...]}
+     "buffers": [{"name": "__shared_alloc_0", "offset": 0, "size": 1024,
+                  "file": "k.py", "line": 9}, ...]}      # file/line: the allocation
 
 A bare list of site objects is accepted too. `chain` is innermost first; it may start with
 the site's own location (then `Site.callers` skips it). `kind` is one of `SITE_KINDS`.
+A buffer is named by the variable its allocation line assigns (`ldssan.sitetable`).
 
 Grouping key: (kernel, build, rule, cause, this line, other line) -- a line is a site's
-source location with its call chain, so the unrolled copies of one op are one report. A `Violation` keeps the first
-record's example (wave, lane, workgroup, launch, LDS offset) and the sets of everything the
+source location with its call chain, so the unrolled copies of one op are one report. A
+`Violation` keeps the first record's example (wave, lane, workgroup, launch, LDS offset) and the sets of everything the
 merged records saw. Unknown site ids never raise: they resolve to a placeholder site whose
 location reads `<unknown site 17>`. A table that is not this shape is a `SiteTableError`
 naming the entry and field; a ring buffer that is not well formed is a `RecordFormatError`.
@@ -60,8 +62,9 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    """One deduplicated violation: every record with the same (kernel, rule, cause, site,
-    other_site), with the first record as the example and the sets of what all saw.
+    """One report: every record with the same grouping key (kernel, build, rule, cause,
+    this line, other line), with the first record as the example and the sets of what all
+    saw; `count` is the number of instances.
 
     Waves and lanes are None where the record had none (NO_WAVE / NO_LANE);
     `other_site` is None when the rule has no other access (LDS013, LDS030, LDS031).
@@ -246,7 +249,7 @@ def _opt(value: int, none: int) -> int | None:
 
 @dataclass
 class _Group:
-    """Mutable accumulator for one dedup key."""
+    """Mutable accumulator for one grouping key."""
 
     first: Record
     count: int = 0

@@ -51,7 +51,7 @@ from ldssan.console import (  # re-exported: the console form of a report
     BANNER, _access_phrase, _header, dropped_line, render, render_text, summary_lines,
     violation_lines,
 )
-from ldssan.decode import KernelInfo, LdsBuffer, Report, Site, Violation, _as_enum
+from ldssan.decode import STATIC_RULES, KernelInfo, LdsBuffer, Report, Site, Violation, _as_enum
 from ldssan.runtime.records import Cause, Rule
 
 __all__ = [
@@ -272,7 +272,8 @@ def _sarif_rule(info: rules.RuleInfo, info_uri: str | None) -> dict[str, Any]:
         "fullDescription": {"text": info.explanation},
         "help": {"text": f"{info.explanation}\n\nFix: {info.fix}",
                  "markdown": f"{info.explanation}\n\n**Fix:** {info.fix}"},
-        "defaultConfiguration": {"level": "error"},
+        # the static fence-pairing lint warns by default (FLYDSL_LDSSAN_LINT=warn)
+        "defaultConfiguration": {"level": "warning" if info.rule in STATIC_RULES else "error"},
         "properties": {"tags": ["concurrency", "lds", "gfx1250"]},
     }
     if info_uri:

@@ -12,7 +12,7 @@ from ldssan.runtime.records import Cause
 from ldssan.runtime.session import SessionOutcome
 
 from . import config, rules
-from .decode import STATIC_RULES, Report, SiteTable, SiteTableError, Violation, decode
+from .decode import STATIC_RULES, Report, SiteTable, SiteTableError, Violation, decode_ring
 
 
 @dataclass
@@ -28,8 +28,7 @@ def decode_outcome(out: SessionOutcome, *, coverage: bool) -> LaunchResult:
         _print_coverage(out.coverage_json)
     table = site_table(out)
     kernel = ", ".join(out.kernels) or out.entry
-    report = decode(out.ring.records(), table, dropped=out.ring.dropped,
-                    capacity=out.ring.capacity, launches=1, kernel=kernel)
+    report = decode_ring(out.ring, table, launches=1, kernel=kernel)
     lint = config.get("lint")
     if lint != "off":
         found = lint_violations(json.loads(out.sites_json).get("lint"), table, kernel=kernel,
@@ -59,6 +58,7 @@ def lint_violations(findings: Any, table: SiteTable, *, kernel: str, launch: int
             count=1, message=rules.cause_text(Cause.NONE, rule), lds_offset=0, lds_range=(0, 0),
             buffer=None, wave=None, lane=None, other_wave=None, other_lane=None, workgroup=0,
             launch=launch, extra=0, launches=frozenset({launch}), kernel=kernel, severity=severity,
+            build=table.build,
         ))
     return tuple(out)
 
@@ -78,9 +78,6 @@ def _print_coverage(coverage_json: str) -> None:
 
 def site_table(out: SessionOutcome) -> SiteTable:
     data = json.loads(out.sites_json)
-    data["buffers"] = [
-        {"name": f"{b.name} ({b.file.rsplit('/', 1)[-1]}:{b.line})" if b.file else b.name,
-         "offset": b.offset, "size": b.size}
-        for b in out.buffers
-    ]
+    data["buffers"] = [{"name": b.name, "offset": b.offset, "size": b.size, "file": b.file, "line": b.line}
+                       for b in out.buffers]
     return SiteTable.from_json(data)

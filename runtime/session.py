@@ -16,7 +16,7 @@ from ldssan.passes.ir.types import byte_size
 
 from .emu.hooks import ShadowHooks
 from .emu.launch import lds_layout
-from .records import NO_SITE, Ring
+from .records import NO_SITE, VERBATIM_PER_KEY, Ring
 from .shadow import ShadowEngine
 
 _launch_ids = itertools.count()
@@ -52,7 +52,7 @@ class ShadowSession:
         self.sites_json = sites_json
         self.entry = entry
         self.view = view
-        self.ring = Ring(ring_capacity)
+        self.ring = Ring(ring_capacity, verbatim=VERBATIM_PER_KEY)  # one bug never floods the ring
         self.launch = next(_launch_ids)
         self.on_finish = on_finish
         self.engines: list[ShadowEngine] = []

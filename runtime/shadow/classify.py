@@ -65,16 +65,16 @@ def classify(p: AccessInfo, a: AccessInfo, a_snap: Snapshot, waves: Sequence[Wav
             return Verdict(Rule.DMA_OVERLAP, Cause.NONE, 0, flip)
         rule, cause, extra = _copy_cause(rule, f, a_snap, None)
         return Verdict(rule, cause, extra, flip)
+    v = waves[f.wave]
     if f.A == s.A:  # no barrier phase between the two
         cause = Cause.SIGNAL_WAIT_WINDOW if (f.seg | s.seg) & 1 else Cause.NO_BARRIER
-        return Verdict(rule, cause, 0, flip)
+        return _unpublished(rule, cause, f, s, v, flip)
     # A barrier k = s.A - 1 was acquired by s; f did not reach it complete.
     k = s.A - 1
-    v = waves[f.wave]
     kv = min(k, v.nsig - 1)  # v's last signal at or before phase k (v may have exited)
     if kv < 0 or f.seg > 2 * kv:  # f was issued after that signal
         cause = Cause.SIGNAL_WAIT_WINDOW if kv == k else Cause.NO_BARRIER
-        return Verdict(rule, cause, 0, flip)
+        return _unpublished(rule, cause, f, s, v, flip)
     at_signal = v.sig_snaps[kv]
     if not f.copy:
         if f.op == OP_READ:
@@ -82,8 +82,47 @@ def classify(p: AccessInfo, a: AccessInfo, a_snap: Snapshot, waves: Sequence[Wav
         waited = at_signal.lastwait[DS] >= f.seq  # some dscnt wait/fence ran after the store
         cause = Cause.UNPUBLISHED_DS_STORE if waited else Cause.BARE_BARRIER
         return Verdict(rule, cause, 0, flip)
+    if rule == Rule.DMA_READ_BEFORE_WAIT and _waited_then_used(f, v, kv, at_signal):
+        return Verdict(Rule.RAW_UNPUBLISHED, Cause.COPY_WAITED_UNPUBLISHED, 0, flip)
     rule, cause, extra = _copy_cause(rule, f, at_signal, v.after_signal(kv))
     return Verdict(rule, cause, extra, flip)
+
+
+def _unpublished(rule: Rule, cause: Cause, f: AccessInfo, s: AccessInfo, v: WaveState,
+                 flip: bool) -> Verdict:
+    """No barrier the reader acquired follows the copy in its wave. If that wave completed
+    the copy before leaving the half-phase it issued it in, the data was there and only the
+    publication is missing: LDS001, whose fix is a barrier, not a wait."""
+    if rule != Rule.DMA_READ_BEFORE_WAIT:
+        return Verdict(rule, cause, 0, flip)
+    # v's half-phase f.seg is over once v signalled phase s.A (even f.seg: f.A <= s.A) or
+    # s.A-1 (odd f.seg: its wait of f.A returned), so the answer is schedule-independent
+    closed = not f.seg & 1 or f.A < s.A
+    done = v.completion(f.ctr, f.seq)
+    if closed and done is not None and done[0] == f.seg:
+        if cause == Cause.NO_BARRIER:
+            cause = Cause.COPY_WAITED_UNPUBLISHED
+        return Verdict(Rule.RAW_UNPUBLISHED, cause, 0, flip)
+    return Verdict(rule, cause, 0, flip)
+
+
+def _waited_then_used(f: AccessInfo, v: WaveState, kv: int, at: Snapshot) -> bool:
+    """Pipeline with its publishing barrier gone: the copy missed v's signal kv although a
+    wait on its counter ran in between (that wait was for older copies), v's covering wait
+    came after it left barrier kv, and v went on to issue ds ops before its next signal (or
+    end) -- it waited to use the data in that phase, and only a barrier between its wait and
+    the other waves' reads is missing. Otherwise LDS010/LDS011 stay: no wait before the
+    barrier (the wait sits after it: move it up), or a covering wait with no LDS use after
+    it in its phase (the next iteration's wait, right before the next barrier: the earlier
+    wait's count was one step too weak).
+
+    Final when classified: the reader acquired phase k >= kv and is applied only once phase
+    k+1 completed (ordering.py), so v signalled kv+1 or ended."""
+    c = f.ctr
+    if at.lastwait[c] < f.seq or (at.lw_mark[c] and f.seq > at.mark_lo[c]):
+        return False
+    done = v.completion(c, f.seq)
+    return done is not None and done[0] == 2 * kv + 2 and v.ds_issued_by(kv + 1) > done[1]
 
 
 def _rule(f: AccessInfo, s: AccessInfo) -> Rule:

@@ -11,6 +11,8 @@ most frequent calls and inline `_wave` / `_enqueue_access` / `WaveState.wait`.
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..records import NO_LANE, NO_SITE, NO_WAVE, Cause, Record, Rule
 from .kinds import (
     ASYNC, COPY_COUNTERS, DS, N_COUNTERS, OP_ATOMIC, OP_READ, OP_WRITE, TENSOR, CopyKind, fence_drains,
@@ -160,16 +162,20 @@ class Intake:
         self._drain()
 
     def barrier_divergence(self, wave, site, other_site=NO_SITE, other_wave=NO_WAVE, *,
-                           cause: Cause = Cause.BARRIER_DIVERGENT_LANES, group: int | None = None) -> None:
+                           cause: Cause = Cause.BARRIER_DIVERGENT_LANES, group: int | None = None,
+                           lanes=()) -> None:
         """Record LDS020 found by the emulator (e.g. a barrier under a partial exec mask).
 
-        `group` = index into `groups` to record it for one workgroup only (default: all)."""
+        `group` = index into `groups` to record it for one workgroup only (default: all);
+        `lanes` = the lanes that reached the barrier (one record each)."""
         w = self._wave(wave)
         w.po += 1
         recs = self._wave_records(w, Rule.BARRIER_DIVERGENCE, cause, int(site), int(other_site),
                                   int(other_wave))
         if group is not None:
             recs = [recs[group]]
+        if len(lanes):
+            recs = [dataclasses.replace(r, lane=int(lane)) for r in recs for lane in lanes]
         self._enqueue_records(w, w.seg, recs)
 
     # == helpers =================================================================================

@@ -64,10 +64,12 @@ class Ordering:
                 return
             q = queues[best]
             # judgeable: an access after phase A-1 is judged by the issuers' states at their
-            # next signal (phase A), so phase A must be complete -- unless nothing can be
-            # cross-phase (one wave)
+            # next signal (phase A), so every wave must have signalled phase A or ended --
+            # unless nothing can be cross-phase (one wave). Phase A complete says so for
+            # A >= 1; before the first barrier it is checked directly (no barrier may follow).
             free = final or force or self.n_waves == 1
             n_acc = len(self._acc)
+            first_over = n_acc > 0 or free or self._first_phase_over()
             while q and q[0].seg == best_seg:
                 item = q[0]
                 if type(item) is Records:
@@ -76,7 +78,7 @@ class Ordering:
                         self.ring.push(rec)
                     continue
                 A = item.A
-                if not (A == 0 or A < n_acc or free):
+                if not (A < n_acc or free or (A == 0 and first_over)):
                     return
                 q.popleft()
                 self._pending -= 1
@@ -92,6 +94,11 @@ class Ordering:
                         self._apply_reads(run, best)
                         continue
                 self._apply(item, best)
+
+    def _first_phase_over(self) -> bool:
+        """Every wave signalled phase 0 or ended: where each copy issued before the first
+        barrier completed (in that half-phase or later) is known (classify.py)."""
+        return all(w.nsig or not w.live for w in self._waves)
 
     def _settled(self, seg: int, wave: int) -> bool:
         """No wave can still issue an item that sorts before (seg, wave)."""

@@ -15,11 +15,16 @@ and shared by the groups; only LDS bytes are per group (see lds.py).
 | sig_snaps[k]    | Snapshot per phase k  | completion state at the wave's k-th signal (what it published) |
 | final           | Snapshot or None      | completion state at wave end                                 |
 | copies          | list                  | async/TDM copies not yet known complete (for LDS013)        |
+| comp_done[c]    | per copy counter list | done[c] after each wait that raised it (ascending)          |
+| comp_at[c]      | per copy counter list | (seg, seq[DS]) at that wait: where the copies completed     |
+| sig_ds, end_ds  | ints                  | seq[DS] at each signal / at wave end                        |
 
 Sequence numbers start at 1; 0 means "nothing", so `seq <= done` is the completion test.
 """
 
 from __future__ import annotations
+
+from bisect import bisect_left
 
 from ..records import NO_SITE
 from .kinds import COPY_COUNTERS, DS, LOAD, N_COUNTERS, STORE
@@ -69,6 +74,11 @@ class WaveState:
         self.final: Snapshot | None = None
         self.end_site = NO_SITE
         self.copies: list[tuple] = []  # (counter, seq, site, payload) of unfinished copies
+        # where copies completed (classify.py: waited in the reader's phase, or before a barrier)
+        self.comp_done: dict[int, list[int]] = {c: [] for c in COPY_COUNTERS}
+        self.comp_at: dict[int, list[tuple[int, int]]] = {c: [] for c in COPY_COUNTERS}
+        self.sig_ds: list[int] = []
+        self.end_ds = -1
         self._snap: Snapshot | None = None
 
     # -- position ---------------------------------------------------------------------------
@@ -97,6 +107,8 @@ class WaveState:
 
     def wait(self, counter: int, n: int) -> None:
         """s_wait_<counter>cnt n: all but the newest n ops of the counter are complete."""
+        if counter in COPY_COUNTERS:
+            self._completes(counter, self.seq[counter] - n)
         self.done[counter] = max(self.done[counter], self.seq[counter] - n)
         self.lastwait[counter] = self.seq[counter]
         self.lw_mark[counter] = False
@@ -126,6 +138,7 @@ class WaveState:
         if drop > 0:
             mark = self.marks[drop - 1]
             for c in COPY_COUNTERS:
+                self._completes(c, mark[c])
                 self.done[c] = max(self.done[c], mark[c])
             del self.marks[:drop]
         for c in COPY_COUNTERS:
@@ -137,6 +150,24 @@ class WaveState:
         self._snap = None
         self._prune_copies()
 
+    def _completes(self, c: int, upto: int) -> None:
+        """A wait completes the copies of counter c up to `upto`: remember where."""
+        if upto > self.done[c]:
+            self.comp_done[c].append(upto)
+            self.comp_at[c].append((self.seg, self.seq[DS]))
+
+    def completion(self, c: int, seq: int) -> tuple[int, int] | None:
+        """(seg, seq[DS]) at the wait that completed copy `seq` of counter c; None if none
+        has (yet)."""
+        i = bisect_left(self.comp_done[c], seq)
+        return self.comp_at[c][i] if i < len(self.comp_done[c]) else None
+
+    def ds_issued_by(self, k: int) -> int:
+        """seq[DS] at its signal of phase k, or at its end (or now, if still live)."""
+        if k < self.nsig:
+            return self.sig_ds[k]
+        return self.end_ds if not self.live else self.seq[DS]
+
     def _prune_copies(self) -> None:
         done = self.done
         self.copies = [cp for cp in self.copies if cp[1] > done[cp[0]]]
@@ -146,11 +177,13 @@ class WaveState:
     def signal(self, site: int) -> None:
         self.sig_snaps.append(self.snapshot())
         self.sig_sites.append(site)
+        self.sig_ds.append(self.seq[DS])
         self.nsig += 1
 
     def end(self, site: int) -> None:
         self.final = self.snapshot()
         self.end_site = site
+        self.end_ds = self.seq[DS]
         self.live = False
 
     def after_signal(self, k: int) -> Snapshot:

@@ -4,7 +4,6 @@ call chain through the kernel's protocol lines)."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
@@ -22,7 +21,8 @@ BUGS = {
     "tensor_wait_deleted": (Edit(S["steady_wait"], None), (128, 128, 640), "LDS010", COMPUTE, TDM_ISSUE),
     "wait_count_plus_one": (Edit(S["steady_wait"], "tdm_ops.tensor_wait(TDM_PER_WAVE * (nb - 2) + 1)"),
                             (128, 128, 640), "LDS011", COMPUTE, TDM_ISSUE),
-    "kstep_barrier_deleted": (Edit(S["steady_barrier"], None), (128, 128, 640), "LDS010", COMPUTE, TDM_ISSUE),
+    # each wave still waits for its stage; only the barrier publishing it is gone: LDS001
+    "kstep_barrier_deleted": (Edit(S["steady_barrier"], None), (128, 128, 640), "LDS001", COMPUTE, TDM_ISSUE),
     "prefetch_one_stage_early": (Edit(S["prefetch_issue"], "_issue_stage(kt + nb)"), (128, 128, 640),
                                  "LDS002", {S["prefetch_issue"]}, COMPUTE),
     "pingpong_slot_swapped": (Edit(S["steady_compute"], "_compute((kt + 1) % nb)"), (128, 128, 640),
@@ -31,9 +31,6 @@ BUGS = {
     "epilogue_reuse_barrier_deleted": (Edit(S["epilogue_barrier"], None), (128, 128, 512), "LDS002",
                                        set(), COMPUTE),
 }
-
-OUTPUT_CHECKS: dict[str, bool] = {}
-
 
 def _lines(site, file: str) -> set[int]:
     """Lines of `file` on the access's call chain (the kernel's own lines, not its helpers')."""
@@ -48,9 +45,7 @@ def test_gemm_bug_is_reported_with_rule_and_both_lines(name):
     a = torch.randn(m, k, generator=gen).to(torch.float8_e4m3fn)
     b = torch.randn(n, k, generator=gen).to(torch.float8_e4m3fn)
     with hook.sanitize("round-robin") as col:
-        c = mod.gemm(a, b, waves=4, nb=3)
-    ref = G.gemm_reference(a, b, None, None, torch.bfloat16).astype(np.float32)
-    OUTPUT_CHECKS[name] = not np.allclose(c.float().numpy(), ref, rtol=1e-2, atol=1e-2, equal_nan=False)
+        mod.gemm(a, b, waves=4, nb=3)  # the verdict is the sanitizer's; values are not checked
     found = [v for v in col.violations if v.code == code]
     assert found, f"{name}: expected {code}, got {sorted({v.code for v in col.violations})}"
     # where the edit moved an access (prefetch, slot), that access's line is one of the two

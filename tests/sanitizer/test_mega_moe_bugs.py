@@ -14,7 +14,6 @@ each through its call chain in kernels/mega_moe.py):
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
@@ -43,9 +42,6 @@ BUGS = {
         [Edit(S["rowmap_wait"], READ), Edit(S["rowmap_read"], WAIT)], "LDS010",
         {S["rowmap_wait"]}, {S["rowmap_issue"], S["rowmap_copy"]}),
 }
-
-OUTPUT_CHECKS: dict[str, bool] = {}
-
 
 def _lines(site, path: str) -> set[int]:
     """Lines of ``path`` (the variant's file) on a site and its call chain."""
@@ -78,9 +74,7 @@ def test_mega_moe_bug_is_reported_with_rule_and_both_lines(name):
     mod = load_variant(M, edits, tag=name)
     x, logits, w1, w2 = _inputs()
     with hook.sanitize("round-robin", resident=4) as col:
-        out = mod.mega_moe(x, logits, w1, w2)
-    ref = M.mega_moe_reference(x, logits, w1, w2).astype(np.float32)
-    OUTPUT_CHECKS[name] = not np.allclose(out.float().numpy(), ref, rtol=2 ** -7, atol=1e-3)
+        mod.mega_moe(x, logits, w1, w2)  # the verdict is the sanitizer's; values are not checked
     found = [v for v in col.violations if v.code == code]
     assert found, f"{name}: expected {code}, got {sorted({v.code for v in col.violations})}"
     path = mod.__file__

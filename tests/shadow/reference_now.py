@@ -11,6 +11,8 @@ Each change is applied from the outside, exactly as MODEL.md states it:
 3. §7: a write that races a read retracts the read's held LDS030 and equal ones held by
    the same wave's earlier reads (a repeated read is one read); at finish each distinct
    held LDS030 record is pushed once.
+4. §5: an access before the first barrier is applied only once every wave signalled
+   phase 0 or ended (classify.py needs where the issuer's copies completed in that phase).
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ class ReferenceEngine(FrozenEngine):
                 kept = [r for r in self._uninit[eid] if r not in seen]
                 seen.update(kept)
                 dict.__setitem__(self._uninit, eid, kept)
+
+    def _judgeable(self, A: int) -> bool:
+        if A == 0 and not self._acc and self.n_waves > 1:
+            return all(w.nsig or not w.live for w in self._waves)
+        return super()._judgeable(A)
 
     def _apply(self, item, wave: int) -> None:
         self._cur_seg = item[0]

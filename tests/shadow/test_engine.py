@@ -180,7 +180,8 @@ def test_refill_in_the_same_phase_as_the_reads_is_a_read_racing_a_copy():
     prog.wave(0).tdm_load(40, at=0).wait_tensor(0).barrier()
     prog.wave(0).load(20, at=0).wait_ds(0).tdm_load(41, at=0).wait_tensor(0)
     prog.wave(1).barrier().load(30, at=0)
-    assert verdict(prog) == {(DMA_RD, Cause.NO_BARRIER, 30, 41)}
+    # wave 0 waited for the refill in that phase: the read races completed, unpublished data
+    assert verdict(prog) == {(RAW, Cause.COPY_WAITED_UNPUBLISHED, 30, 41)}
 
 
 # -- LDS003 waw ---------------------------------------------------------------------------------

@@ -2,6 +2,9 @@
 
     python benchmarks/campaign.py                         # every kernel in ldssan.kernels.campaigns
     python benchmarks/campaign.py --markdown campaign.md --jobs 2 --launches 8
+    python benchmarks/campaign.py --cluster local:2       # the same on a loopback dask cluster
+    python benchmarks/campaign.py --quick                 # RMSNorm only, K = 2 (a smoke run, ~1 min on 2 cores)
+    python benchmarks/campaign.py --store c.jsonl --resume  # continue an interrupted run
 
 The same as `ldssan mutate <each bundled kernel> -j 2 -k 8 --json - --markdown ...`: each
 kernel's clean baseline is gated first, then every mutant runs once under the sanitizer
@@ -20,6 +23,7 @@ import sys
 from _common import machine
 
 BUDGET_SECONDS = 300.0
+QUICK_KERNEL = "ldssan.kernels.rmsnorm"
 
 
 def main() -> int:
@@ -34,9 +38,16 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--markdown", default="ldssan-campaign.md", help="where to write the Markdown summary")
     ap.add_argument("--full-json", action="store_true", help="print every mutant row, not only the summaries")
+    ap.add_argument("--cluster", default=None, help="local:N or tcp://HOST:PORT: run on dask.distributed")
+    ap.add_argument("--store", default=None, help="JSON-lines result store")
+    ap.add_argument("--resume", action="store_true", help="skip the mutants --store already holds")
+    ap.add_argument("--quick", action="store_true", help=f"only {QUICK_KERNEL}, K = 2: a smoke run")
     args = ap.parse_args()
+    if args.quick:
+        args.kernels, args.launches = [QUICK_KERNEL], 2
 
-    cfg = CampaignConfig(launches=args.launches, jobs=args.jobs, timeout=args.timeout)
+    cfg = CampaignConfig(launches=args.launches, jobs=args.jobs, timeout=args.timeout, cluster=args.cluster,
+                         store=args.store, resume=args.resume)
     with report.LiveView() as view:
         record = run_campaign(args.kernels, cfg, view)
     with open(args.markdown, "w", encoding="utf-8") as f:
@@ -50,9 +61,11 @@ def main() -> int:
     data["markdown"] = os.path.abspath(args.markdown)
     if not args.full_json:
         for k in data["kernels"]:
-            k["mutants"] = [{key: m[key] for key in ("id", "status", "sanitizer", "output_first", "output_fails",
-                                                     "output_launches")} | {"rules": [r["code"] for r in m["rules"]]}
+            k["mutants"] = [{key: m[key] for key in ("id", "status", "sanitizer", "lint", "output_first",
+                                                     "output_fails", "output_launches", "equivalence")}
+                            | {"rules": [r["code"] for r in m["rules"]], "lint_rules": [r["code"] for r in m["lint_rules"]]}
                             for m in k["mutants"]]
+        data.pop("mutants")  # the flat list repeats the rows above
     print(json.dumps(data, indent=2))
     return 0 if record.ok else 2
 

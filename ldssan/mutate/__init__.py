@@ -14,7 +14,11 @@ A kernel opts in with `ldssan_cases() -> list[Case]` (the campaign protocol, doc
 | `operators` | the operator registry and `find_mutants` |
 | `target` | the protocol (`Case`) and kernel lookup |
 | `worker` | one variant in a worker: sanitized launch, IR identity, K output checks |
-| `campaign` | planning, the clean-baseline gate, the process pool, classification |
+| `campaign` | planning, the clean-baseline gate, the engine loop, classification, resume |
+| `engines` | where tasks run: the engine interface and local worker processes |
+| `dask_engine` | `--cluster local:N / tcp://HOST:PORT` on dask.distributed (optional dependency) |
+| `store` | the JSON-lines result store (`--store`, `--resume`) |
+| `equivalence` | equivalent-by-construction diffs (only strengthen sync) and survivor reasons |
 | `records` | the result records and counting rules (Wilson intervals) |
 | `report` | JSON, Markdown and the rich live view |
 | `cli` | `ldssan mutate` |

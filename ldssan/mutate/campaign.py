@@ -1,45 +1,51 @@
 """A mutation campaign: plan the mutants of each kernel, gate on the clean baseline, run every
-mutant in a worker process, and classify the results into records.
+mutant on an engine, and classify the results into records.
 
     record = run_campaign(["ldssan.kernels.rmsnorm"], CampaignConfig(launches=8, jobs=2))
 
 The parent never imports FlyDSL: it parses the kernel files (operators), schedules tasks and
-collects `Outcome`s. Workers (`worker.py`) come from a forkserver (or spawn) context and
-import FlyDSL once each. Exactly one mutation is applied per task, and every mutant of a
-kernel waits for that kernel's clean baseline, which must report no violation and pass
-every output-check launch; otherwise the kernel's campaign stops with that finding.
+collects `Outcome`s. Tasks run on an engine (`engines.LocalEngine`: worker processes of this
+machine, the default; `dask_engine.DaskEngine` with `cluster=`). Exactly one mutation is
+applied per task, and every mutant of a kernel waits for that kernel's clean baseline,
+which must report no violation and pass every output-check launch; otherwise the kernel's
+campaign stops with that finding.
+
+With `store=` every finished variant is appended to a JSON-lines store (`store.py`) as it
+arrives; with `resume=True` variants the store already holds (same kernel file digest, same
+mutant id, same K and policy) are not run again, and the record is built from the store.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import platform
-import queue
 import shutil
-import signal
 import tempfile
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 from ldssan.variants import keep_temp
 
+from .engines import Engine, LocalEngine
+from .equivalence import strengthening, survivor_reason
 from .operators import Mutant, find_mutants
 from .records import HANG_ERRORS, CampaignRecord, KernelRecord, MutantRecord, distinct_rules
-from .target import MissingKernel, Target, locate
-from .worker import Outcome, Task, evaluate, init_worker
+from .store import BASELINE, Store, verdict_settings
+from .target import MissingKernel, Target, locate, source_digest
+from .worker import Outcome, Task
 
 
 @dataclass
 class CampaignConfig:
     launches: int = 8  # K: output-check launches per case (policies, then random seeds)
-    jobs: int = os.cpu_count() or 1  # worker processes
+    jobs: int = os.cpu_count() or 1  # worker processes (local engine)
     timeout: float = 120.0  # seconds per mutant (sanitized launch + K launches)
     policy: str = "round-robin"  # scheduler policy of the sanitizer's launch
     operators: tuple[str, ...] | None = None  # None: every registered operator
     only: tuple[str, ...] | None = None  # run only these mutant ids
+    cluster: str | None = None  # None: local processes; "local:N" or "tcp://host:port": dask
+    store: str | None = None  # JSON-lines result store (appended as results arrive)
+    resume: bool = False  # skip the variants the store already holds
 
 
 class Listener:
@@ -68,16 +74,25 @@ def _record_of(m: Mutant) -> MutantRecord:
     return MutantRecord(m.id, m.operator, m.line, m.diff(), m.note, m.to_dict()["edits"])
 
 
-def classify(rec: MutantRecord, out: Outcome, schedule: list[str]) -> MutantRecord:
-    """Fill a mutant record from its worker outcome."""
+def _lint_key(r: dict) -> tuple:
+    return r["code"], r["line"], r.get("other_line")
+
+
+def classify(rec: MutantRecord, out: Outcome, schedule: list[str], clean_lint=frozenset()) -> MutantRecord:
+    """Fill a mutant record from its worker outcome. `clean_lint`: the (code, line, other
+    line) of the clean kernel's lint findings; only new ones are a lint kill."""
     rec.seconds, rec.error = out.seconds, out.error
     rec.rules = distinct_rules(out.violations)
+    rec.lint_rules = [r for r in distinct_rules(out.lint) if _lint_key(r) not in clean_lint]
     if out.status != "ran":
         rec.status = out.status
+        if out.status == "equivalent":
+            rec.equivalence = "identical instrumented IR"
         if out.status == "crashed" and any(h in out.error for h in HANG_ERRORS):
             rec.status = "hang"
         return rec
     rec.sanitizer = bool(out.violations)
+    rec.lint = bool(rec.lint_rules)
     first = schedule[0] if schedule else None
     rec.output_launches = len(out.launches)
     rec.output_fails = sum(1 for launch in out.launches if launch["ok"] is False)
@@ -87,7 +102,13 @@ def classify(rec: MutantRecord, out: Outcome, schedule: list[str]) -> MutantReco
     rec.first_fail_policy = fails[0]["policy"] if fails else None
     if rec.output_errors and not rec.error:
         rec.error = next(launch["error"] for launch in out.launches if launch["error"])
-    rec.status = "killed" if rec.sanitizer or rec.output_fails else "survived"
+    rec.status = "killed" if rec.sanitizer or rec.lint or rec.output_fails else "survived"
+    if rec.status == "survived":
+        why = strengthening(rec.edits)
+        if why is not None:
+            rec.status, rec.equivalence = "equivalent", f"strengthens synchronization: {why}"
+        else:
+            rec.reason = survivor_reason(rec.operator, rec.output_launches)
     return rec
 
 
@@ -109,43 +130,6 @@ def gate(kernel: KernelRecord, out: Outcome) -> str | None:
     return None
 
 
-class _Pool:
-    """A ProcessPoolExecutor that knows its workers' pids (to stop a stalled one)."""
-
-    def __init__(self, jobs: int, cache_dir: str) -> None:
-        methods = mp.get_all_start_methods()
-        self.ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
-        self.pids = self.ctx.SimpleQueue()
-        self.executor = ProcessPoolExecutor(max_workers=jobs, mp_context=self.ctx, initializer=_init,
-                                            initargs=(cache_dir, self.pids))
-
-    def submit(self, task: Task):
-        return self.executor.submit(evaluate, task)
-
-    def kill(self) -> None:
-        """Stop every worker this pool started (by pid), then the pool."""
-        pids = set()
-        while not self.pids.empty():
-            try:
-                pids.add(self.pids.get())
-            except (EOFError, OSError, queue.Empty):
-                break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        self.executor.shutdown(wait=False, cancel_futures=True)
-
-    def close(self) -> None:
-        self.executor.shutdown(wait=True, cancel_futures=True)
-
-
-def _init(cache_dir: str, pids) -> None:
-    pids.put(os.getpid())
-    init_worker(cache_dir)
-
-
 def run_campaign(specs: list[str], config: CampaignConfig | None = None,
                  listener: Listener | None = None) -> CampaignRecord:
     config = config or CampaignConfig()
@@ -161,7 +145,7 @@ def run_campaign(specs: list[str], config: CampaignConfig | None = None,
             rec.status, rec.message = "skipped", str(exc)
             listener.message(f"{spec}: skipped: {rec.message}")
         else:
-            rec.name, rec.path = target.name, target.path
+            rec.name, rec.path, rec.digest = target.name, target.path, source_digest(target.path)
             rec.mutants = [_record_of(m) for m in mutants]
             plans[spec] = (target, mutants)
         kernels.append(rec)
@@ -170,90 +154,125 @@ def run_campaign(specs: list[str], config: CampaignConfig | None = None,
                             machine={"python": platform.python_version(), "cpu": platform.machine(),
                                      "cores": os.cpu_count(), "jobs": config.jobs})
     if plans:
-        _execute(kernels, plans, config, listener)
+        cache_dir = tempfile.mkdtemp(prefix="ldssan-mutate-cache-")
+        try:
+            engine = _engine(config, cache_dir)
+            record.engine = {"name": engine.name, "workers": engine.workers}
+            record.resumed = _execute(kernels, plans, config, listener, engine)
+        finally:
+            if not keep_temp():
+                shutil.rmtree(cache_dir, ignore_errors=True)
+        if config.store:
+            _rebuild(kernels, Store(config.store), verdict_settings(config))
     record.seconds = time.perf_counter() - t0
     return record
 
 
-def _execute(kernels: list[KernelRecord], plans, config: CampaignConfig, listener: Listener) -> None:
-    by_spec = {k.kernel: k for k in kernels}
-    cache_dir = tempfile.mkdtemp(prefix="ldssan-mutate-cache-")
-    pool = _Pool(max(1, config.jobs), cache_dir)
-    pending: dict = {}
-    retried: set = set()
+def _engine(config: CampaignConfig, cache_dir: str) -> Engine:
+    if config.cluster:
+        from .dask_engine import DaskEngine  # dask is optional: imported only when asked for
 
-    def submit(task: Task):
-        pending[pool.submit(task)] = task
+        return DaskEngine(config.cluster)
+    return LocalEngine(config.jobs, cache_dir)
+
+
+_MUTANT_FIELDS = {f.name for f in fields(MutantRecord)}
+
+
+def _restore(rec: MutantRecord, stored: dict) -> None:
+    for name, value in stored.items():
+        if name in _MUTANT_FIELDS:
+            setattr(rec, name, value)
+
+
+def _rebuild(kernels: list[KernelRecord], store: Store, settings: dict) -> None:
+    """The record from the store: every planned mutant's result as the store holds it."""
+    for k in kernels:
+        for m in k.mutants:
+            entry = store.get(k.digest, m.id, settings)
+            if entry is not None:
+                _restore(m, entry["record"])
+
+
+def _execute(kernels: list[KernelRecord], plans, config: CampaignConfig, listener: Listener,
+             engine: Engine) -> int:
+    """Run every variant not in the store; the number of mutant results taken from it."""
+    by_spec = {k.kernel: k for k in kernels}
+    store = Store(config.store) if config.store else None
+    settings = verdict_settings(config)
+    resumed = 0
+
+    def stored(k: KernelRecord, ident: str) -> dict | None:
+        entry = store.get(k.digest, ident, settings) if store is not None and config.resume else None
+        return None if entry is None else entry["record"]
 
     def task_for(spec: str, mutant: Mutant | None, clean_ir=None) -> Task:
-        target = plans[spec][0]
+        target, digest = plans[spec][0], by_spec[spec].digest
         if mutant is None:
-            return Task(spec, target, None, (), config.launches, config.policy, config.timeout)
+            return Task(spec, target, None, (), config.launches, config.policy, config.timeout, digest=digest)
         return Task(spec, target, mutant.id, mutant.edits, config.launches, config.policy, config.timeout,
-                    tuple(clean_ir))
+                    tuple(clean_ir), digest)
+
+    def baseline_done(k: KernelRecord, base: dict) -> None:
+        nonlocal resumed
+        k.baseline, k.cases, k.schedule = base["baseline"], base["cases"], base["schedule"]
+        if base["why"] is not None:
+            k.status, k.message = "baseline-failed", base["why"]
+            for m in k.mutants:
+                m.status, m.error = "not-run", "clean baseline failed"
+            listener.baseline(k)
+            return
+        k.status = "ran" if k.mutants else "no-mutants"
+        listener.baseline(k)
+        for mutant, rec in zip(plans[k.kernel][1], k.mutants):
+            old = stored(k, mutant.id)
+            if old is None:
+                engine.submit(task_for(k.kernel, mutant, base["ir"]))
+                continue
+            _restore(rec, old)
+            k.seconds += rec.seconds
+            resumed += 1
+            listener.mutant(k, rec)
 
     def finish(task: Task, out: Outcome) -> None:
         k = by_spec[task.kernel]
         k.seconds += out.seconds
         if task.mutant_id is None:
-            k.baseline = {"status": out.status, "seconds": out.seconds, "error": out.error,
-                          "rules": distinct_rules(out.violations), "launches": len(out.launches),
-                          "failed_launches": sum(1 for launch in out.launches if launch["ok"] is not True)}
-            k.cases = out.cases
-            k.schedule = sorted({launch["policy"] for launch in out.launches},
-                                key=[launch["policy"] for launch in out.launches].index)
-            why = gate(k, out)
-            if why is not None:
-                k.status, k.message = "baseline-failed", why
-                for m in k.mutants:
-                    m.status, m.error = "not-run", "clean baseline failed"
-            else:
-                k.status = "ran" if k.mutants else "no-mutants"
-                for mutant in plans[task.kernel][1]:
-                    submit(task_for(task.kernel, mutant, out.ir))
-            listener.baseline(k)
+            base = {"baseline": {"status": out.status, "seconds": out.seconds, "error": out.error,
+                                 "rules": distinct_rules(out.violations), "lint": distinct_rules(out.lint),
+                                 "launches": len(out.launches),
+                                 "failed_launches": sum(1 for launch in out.launches if launch["ok"] is not True)},
+                    "cases": out.cases, "ir": list(out.ir), "why": gate(k, out),
+                    "schedule": sorted({launch["policy"] for launch in out.launches},
+                                       key=[launch["policy"] for launch in out.launches].index)}
+            if store is not None and out.status == "ran":  # a baseline that did not run is retried next time
+                store.put("baseline", k.digest, BASELINE, settings, base)
+            baseline_done(k, base)
             return
         rec = next(m for m in k.mutants if m.id == task.mutant_id)
-        classify(rec, out, k.schedule)
+        classify(rec, out, k.schedule, frozenset(_lint_key(r) for r in k.baseline.get("lint", [])))
+        if store is not None:
+            store.put("mutant", k.digest, rec.id, settings, rec.to_dict())
         listener.mutant(k, rec)
 
     try:
         for spec in plans:
-            submit(task_for(spec, None))
+            base = stored(by_spec[spec], BASELINE)
+            if base is not None:
+                baseline_done(by_spec[spec], base)
+            else:
+                engine.submit(task_for(spec, None))
         backstop = config.timeout + 60.0
-        while pending:
-            done, _ = wait(list(pending), timeout=backstop, return_when=FIRST_COMPLETED)
-            if not done:  # no worker answered in time: they are stuck outside Python
-                listener.message(f"no worker answered for {backstop:.0f} s: stopping the pool")
-                pool.kill()
-                for task in pending.values():
+        while engine.pending():
+            done = engine.wait(backstop)
+            if done is None:  # no worker answered in time: they are stuck outside Python
+                listener.message(f"no worker answered for {backstop:.0f} s: stopping the {engine.name} workers")
+                for task in engine.abandon():
                     finish(task, Outcome(task.kernel, task.mutant_id, "timeout",
                                          error=f"no result within {backstop:.0f} s (worker stalled)"))
-                pending.clear()
                 break
-            broken = []
-            for fut in done:
-                task = pending.pop(fut)
-                try:
-                    out = fut.result()
-                except BrokenProcessPool:
-                    broken.append(task)
-                    continue
+            for task, out in done:
                 finish(task, out)
-            if broken:
-                # A worker died (e.g. a crash in native code) and took the pool with it. Retry
-                # the tasks once in a fresh pool; a second death is charged to the mutant.
-                pool.kill()
-                again = [t for t in broken if t not in retried] + list(pending.values())
-                for t in broken:
-                    if t in retried:
-                        finish(t, Outcome(t.kernel, t.mutant_id, "crashed", error="worker process died"))
-                retried.update(broken)
-                pending.clear()
-                pool = _Pool(max(1, config.jobs), cache_dir)
-                for t in again:
-                    submit(t)
     finally:
-        pool.close()
-        if not keep_temp():
-            shutil.rmtree(cache_dir, ignore_errors=True)
+        engine.close()
+    return resumed

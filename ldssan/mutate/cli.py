@@ -15,10 +15,17 @@ policies and seeds). KERNEL is a module name (ldssan.kernels.rmsnorm) or a .py f
 module provides `ldssan_cases()` (see ldssan.mutate.target) or is registered in
 ldssan.kernels.campaigns. Kernels whose module does not exist are skipped with a message.
 
+Engines: local worker processes (-j, the default), or dask.distributed with --cluster
+local:N (a loopback LocalCluster of N one-thread worker processes) or --cluster
+tcp://HOST:PORT (a running scheduler whose workers have the same ldssan and kernel files).
+--store PATH appends one JSON line per finished mutant; --resume skips the ones it holds
+(same kernel file, mutant id, -k and --policy) and the report is rebuilt from the store.
+
 Exit status: 0 the campaign ran; 1 nothing to run (no kernel found, or no mutant, e.g. an
 --only id that --dry-run does not list); 2 a clean baseline failed its gate (no violations
 and a passing output check are required before any mutant runs), or a usage error (a bad
-option value, an output path that cannot be written), printed as one line.
+option value, an output path that cannot be written, a cluster that cannot be reached, a
+store that is not one), printed as one line.
 """
 
 
@@ -57,6 +64,16 @@ def policy_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _cluster_arg(text: str) -> str:
+    from .dask_engine import parse_cluster
+
+    try:
+        parse_cluster(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def register(sub) -> None:
     """Add the `mutate` subcommand to an argparse subparsers object."""
     p = sub.add_parser("mutate", help="mutation campaign: one-line sync bugs, sanitizer vs output check",
@@ -75,6 +92,10 @@ def register(sub) -> None:
                    help="seconds per mutant before it is a timeout (120)")
     p.add_argument("--policy", default="round-robin", type=policy_arg,
                    help="scheduler policy of the sanitizer's launch")
+    p.add_argument("--cluster", type=_cluster_arg, default=None, metavar="local:N|tcp://HOST:PORT",
+                   help="run the mutants on dask.distributed (default: local worker processes, -j)")
+    p.add_argument("--store", metavar="PATH", help="JSON-lines result store, one line per finished mutant")
+    p.add_argument("--resume", action="store_true", help="skip the mutants --store already holds")
     p.add_argument("--json", metavar="PATH", help="write the JSON record ('-' for stdout)")
     p.add_argument("--markdown", metavar="PATH", help="write the Markdown summary")
     p.add_argument("--no-live", action="store_true", help="no progress bar / live table")
@@ -94,6 +115,8 @@ def main(args) -> int:
 
     from . import report
     from .campaign import CampaignConfig, plan, run_campaign
+    from .dask_engine import ClusterError
+    from .store import Store, StoreError
     from .target import MissingKernel
 
     console = Console(stderr=True)
@@ -109,6 +132,19 @@ def main(args) -> int:
         if problem:
             print(f"ldssan mutate: error: {flag}: {problem}", file=sys.stderr)
             return 2
+    if args.resume and not args.store:
+        print("ldssan mutate: error: --resume needs --store PATH", file=sys.stderr)
+        return 2
+    if args.store:
+        problem = report_path_problem(args.store)
+        if problem is None:
+            try:
+                Store(args.store)  # read it now: a file that is not a store is a usage error
+            except (StoreError, OSError) as exc:
+                problem = str(exc)
+        if problem:
+            print(f"ldssan mutate: error: --store: {problem}", file=sys.stderr)
+            return 2
     only = tuple(x.strip() for x in args.only.split(",")) if args.only else None
     if args.dry_run:
         plans = []
@@ -121,12 +157,17 @@ def main(args) -> int:
         print(report.dry_run_text(plans))
         return 0
     config = CampaignConfig(launches=args.launches, jobs=args.jobs, timeout=args.timeout, policy=args.policy,
-                            operators=args.operators, only=only)
-    if args.no_live:
-        record = run_campaign(args.kernels, config, _Plain(console))
-    else:
-        with report.LiveView(console) as view:
-            record = run_campaign(args.kernels, config, view)
+                            operators=args.operators, only=only, cluster=args.cluster, store=args.store,
+                            resume=args.resume)
+    try:
+        if args.no_live:
+            record = run_campaign(args.kernels, config, _Plain(console))
+        else:
+            with report.LiveView(console) as view:
+                record = run_campaign(args.kernels, config, view)
+    except ClusterError as exc:
+        print(f"ldssan mutate: error: {exc}", file=sys.stderr)
+        return 2
     md = report.to_markdown(record)
     if args.markdown:
         with open(args.markdown, "w", encoding="utf-8") as f:
@@ -170,10 +211,10 @@ class _Plain:
         self.console.print(f"{kernel.name}: clean baseline {kernel.status} {kernel.message}".rstrip())
 
     def mutant(self, kernel, m) -> None:
-        from .report import output_k_text, rules_text, status_text
+        from .report import lint_text, output_k_text, rules_text, status_text
 
         self.console.print(f"{kernel.name} {m.id}: {status_text(m)}; sanitizer {rules_text(m, 1)}; "
-                           f"output {output_k_text(m)} ({m.seconds:.1f} s)", highlight=False)
+                           f"lint {lint_text(m)}; output {output_k_text(m)} ({m.seconds:.1f} s)", highlight=False)
 
 
 if __name__ == "__main__":  # pragma: no cover

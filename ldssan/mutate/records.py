@@ -5,7 +5,12 @@ Counting rules (as mutation-testing harnesses count; docs/bug-patterns.md):
 * a mutant that does not compile, hangs/crashes or times out, and one whose instrumented IR
   equals the clean kernel's, is *classified*, not counted: the rates are over the mutants
   that ran (`counted`);
-* a sanitizer kill is at least one violation on its one sanitized launch per case;
+* a sanitizer kill is at least one runtime violation on its one sanitized launch per case;
+* a lint kill is a static fence-pairing finding (LDS040/LDS041) the clean kernel does not
+  have; it is counted apart from runtime kills (`killed_by_lint`) and makes the status
+  `killed`;
+* equivalent mutants are equivalent *by construction* (`equivalence.py`): identical
+  instrumented IR, or a survivor whose diff only strengthens synchronization;
 * an output kill is a launch whose output fails the case's check; a launch that raises is
   not a kill (a crash or timeout is never a detection);
 * "one launch" is the first policy of the output-check schedule (one launch per case);
@@ -22,13 +27,18 @@ from dataclasses import asdict, dataclass, field
 STATUSES = {
     "killed": True,  # killed by the sanitizer and/or the output check
     "survived": True,  # ran; neither the sanitizer nor the output check noticed
-    "equivalent": False,  # instrumented IR identical to the clean kernel's
+    "equivalent": False,  # equivalent by construction: identical IR, or only strengthens sync
     "not-compiled": False,  # the edited module does not import / trace / compile
     "hang": False,  # the emulator found every wave blocked (a hang on hardware)
     "crashed": False,  # the sanitized launch raised
     "timeout": False,  # no result within the per-mutant deadline
     "not-run": False,  # its kernel's clean baseline failed the gate
 }
+
+# The JSON `status` vocabulary (issue #17) -> the statuses above it covers; `detail` keeps ours.
+PUBLIC_STATUS = {"killed": "killed", "survived": "survived", "equivalent": "equivalent",
+                 "not-compiled": "not_compiled", "hang": "crash", "crashed": "crash", "timeout": "timeout",
+                 "not-run": "not_run", "pending": "pending"}
 
 HANG_ERRORS = ("DeadlockError", "BarrierDivergenceError", "SpinTimeout", "StepBudgetExceeded", "EmulationTimeout")
 
@@ -77,6 +87,10 @@ class MutantRecord:
     first_fail_policy: str | None = None
     seconds: float = 0.0
     error: str = ""
+    lint: bool | None = None  # a lint finding the clean kernel does not have
+    lint_rules: list[dict] = field(default_factory=list)  # those findings, distinct
+    equivalence: str = ""  # why it is equivalent by construction
+    reason: str = ""  # a survivor: why no rule saw it
 
     @property
     def counted(self) -> bool:
@@ -89,12 +103,37 @@ class MutantRecord:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def public(self, kernel: "KernelRecord") -> dict:
+        """The flat per-mutant entry of the JSON's top-level `mutants` list."""
+        first = (self.rules or self.lint_rules or [None])[0]
+        return {"kernel": kernel.name, "kernel_digest": kernel.digest, "id": self.id, "operator": self.operator,
+                "line": self.line, "status": PUBLIC_STATUS.get(self.status, self.status), "detail": self.status,
+                "sanitizer_killed": self.sanitizer, "lint_killed": self.lint,
+                "output_killed_1": self.output_first,
+                "output_killed_k": self.output_any if self.output_first is not None else None,
+                "rule": None if first is None else f"{first['code']} {first['name']}",
+                "rules": [r["code"] for r in self.rules], "lint_rules": [r["code"] for r in self.lint_rules],
+                "diff": one_line_diff(self.edits), "equivalence": self.equivalence, "reason": self.reason,
+                "seconds": self.seconds, "error": self.error}
+
+
+def one_line_diff(edits: list[dict]) -> str:
+    """`L12: old -> new`, `L12: old deleted`, or `L12-13: old moved below new`."""
+    if len(edits) == 1:
+        e = edits[0]
+        if e["after"].startswith("pass  # ldssan variant: deleted"):
+            return f"L{e['line']}: {e['before']} deleted"
+        return f"L{e['line']}: {e['before']} -> {e['after']}"
+    a, b = edits[0], edits[1]
+    return f"L{a['line']}-{b['line']}: {a['before']} moved below {b['before']}"
+
 
 @dataclass
 class KernelRecord:
     kernel: str  # as given
     name: str
     path: str = ""
+    digest: str = ""  # sha256 of the kernel file (the store's key)
     status: str = "pending"  # ran | skipped | baseline-failed | no-mutants
     message: str = ""
     cases: list[str] = field(default_factory=list)
@@ -118,6 +157,8 @@ class CampaignRecord:
     config: dict
     seconds: float = 0.0
     machine: dict = field(default_factory=dict)
+    engine: dict = field(default_factory=lambda: {"name": "local", "workers": 1})
+    resumed: int = 0  # mutant results taken from the store instead of run
 
     @property
     def ok(self) -> bool:
@@ -131,8 +172,9 @@ class CampaignRecord:
 
     def to_dict(self) -> dict:
         return {"campaign": "ldssan mutate", "ok": self.ok, "config": self.config, "machine": self.machine,
-                "seconds": round(self.seconds, 2), "summary": self.summary(),
-                "kernels": [k.to_dict() for k in self.kernels]}
+                "engine": self.engine, "resumed": self.resumed, "seconds": round(self.seconds, 2),
+                "summary": self.summary(), "kernels": [k.to_dict() for k in self.kernels],
+                "mutants": [m.public(k) for k in self.kernels for m in k.mutants]}
 
 
 def summarize(mutants: list[MutantRecord], seconds: float) -> dict:
@@ -146,10 +188,15 @@ def summarize(mutants: list[MutantRecord], seconds: float) -> dict:
         "killed_by_output_1": Rate(sum(1 for m in counted if m.output_first), n).to_dict(),
         "killed_by_output_k": Rate(sum(1 for m in counted if m.output_any), n).to_dict(),
         "killed_by_either": Rate(sum(1 for m in counted if m.sanitizer or m.output_any), n).to_dict(),
+        "killed_by_lint": Rate(sum(1 for m in counted if m.lint), n).to_dict(),
+        "killed_by_sanitizer_or_lint": Rate(sum(1 for m in counted if m.sanitizer or m.lint), n).to_dict(),
         "sanitizer_only": sum(1 for m in counted if m.sanitizer and not m.output_any),
         "output_only": sum(1 for m in counted if m.output_any and not m.sanitizer),
+        "lint_only": sum(1 for m in counted if m.lint and not m.sanitizer and not m.output_any),
         "survived": by_status["survived"],
         "equivalent": by_status["equivalent"],
+        "equivalent_ir": sum(1 for m in mutants if m.status == "equivalent" and not m.equivalence.startswith("strengthens")),
+        "equivalent_strengthening": sum(1 for m in mutants if m.equivalence.startswith("strengthens")),
         "not_compiled": by_status["not-compiled"],
         "hang": by_status["hang"],
         "crashed": by_status["crashed"],

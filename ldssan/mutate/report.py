@@ -56,6 +56,20 @@ def rules_text(m: MutantRecord, limit: int = 2) -> str:
     return "; ".join(parts) + more
 
 
+def lint_text(m: MutantRecord) -> str:
+    if m.lint is None:
+        return "–"
+    if not m.lint_rules:
+        return "none new"
+    return "; ".join(f"{r['code']} {r['name']} @L{r['line']}" + (f" vs L{r['other_line']}" if r.get("other_line") else "")
+                     for r in m.lint_rules)
+
+
+def why_text(m: MutantRecord) -> str:
+    """Why an equivalent mutant is one, or why no rule saw a survivor."""
+    return m.equivalence or m.reason
+
+
 def output_first_text(m: MutantRecord) -> str:
     if m.output_first is None:
         return "–"
@@ -88,28 +102,31 @@ def summary_text(record: CampaignRecord) -> str:
             out.append(f"{name}: {k.status}: {k.message}")
             continue
         s = k.summary() if k is not None else record.summary()
-        out.append(f"{name}: {s['mutants']} mutants, {s['counted']} ran ({s['equivalent']} equivalent, "
+        out.append(f"{name}: {s['mutants']} mutants, {s['counted']} ran ({s['equivalent']} equivalent by construction"
+                   f" [{s['equivalent_ir']} identical IR, {s['equivalent_strengthening']} only strengthen sync], "
                    f"{s['not_compiled']} not compiled, {s['hang']} hung, {s['crashed']} crashed, "
                    f"{s['timeout']} timed out), {s['seconds']:.1f} s")
         out.append(f"  killed by the sanitizer (1 launch)     {rate_text(s['killed_by_sanitizer'])}")
         out.append(f"  killed by output check, 1 launch       {rate_text(s['killed_by_output_1'])}")
         out.append(f"  killed by output check, K={k_launches:<3} launches {rate_text(s['killed_by_output_k'])}")
+        out.append(f"  killed by the lint (LDS040/LDS041)     {rate_text(s['killed_by_lint'])}")
         out.append(f"  sanitizer only {s['sanitizer_only']}, output check only {s['output_only']}, "
-                   f"survived both {s['survived']}")
+                   f"lint only {s['lint_only']}, survived all {s['survived']}")
     return "\n".join(out)
 
 
 # ----------------------------------------------------------------------------- Markdown
 
 _SUMMARY_HEAD = ("| kernel | mutants | ran | killed by sanitizer (1 launch) | killed by output check, 1 launch "
-                 "| killed by output check, K launches | sanitizer only | equivalent | not compiled "
-                 "| hang / crash / timeout | time |")
+                 "| killed by output check, K launches | killed by lint | sanitizer only | equivalent (IR / strengthens) "
+                 "| not compiled | hang / crash / timeout | time |")
 
 
 def _summary_row(name: str, s: dict) -> str:
     return (f"| {name} | {s['mutants']} | {s['counted']} | {rate_text(s['killed_by_sanitizer'])} "
             f"| {rate_text(s['killed_by_output_1'])} | {rate_text(s['killed_by_output_k'])} "
-            f"| {s['sanitizer_only']} | {s['equivalent']} | {s['not_compiled']} "
+            f"| {rate_text(s['killed_by_lint'], interval=False)} | {s['sanitizer_only']} "
+            f"| {s['equivalent']} ({s['equivalent_ir']} / {s['equivalent_strengthening']}) | {s['not_compiled']} "
             f"| {s['hang']} / {s['crashed']} / {s['timeout']} | {s['seconds']:.1f} s |")
 
 
@@ -120,19 +137,22 @@ def summary_markdown(record: CampaignRecord) -> str:
     lines = [
         f"Sanitizer: one launch per case under `{cfg['policy']}`. Output check: K = {cfg['launches']} launches "
         f"per case ({', '.join(f'`{p}`' for p in schedule)}); \"1 launch\" is the first of them. Rates are over the "
-        "mutants that ran, with Wilson 95% intervals; equivalent (instrumented IR identical to the clean "
-        "kernel's), not-compiled, hung, crashed and timed-out mutants are classified, not counted. "
+        "mutants that ran, with Wilson 95% intervals; equivalent-by-construction (instrumented IR identical to "
+        "the clean kernel's, or a survivor whose diff only strengthens synchronization), not-compiled, hung, "
+        "crashed and timed-out mutants are classified, not counted. \"Killed by lint\" counts new static "
+        "fence-pairing findings (LDS040/LDS041), apart from the sanitizer's runtime kills. "
         "Times are worker seconds per kernel and wall-clock seconds overall "
-        f"({record.machine.get('jobs')} workers, {record.machine.get('cores')} cores).",
+        f"(engine {record.engine['name']}, {record.engine['workers']} workers, {record.machine.get('cores')} cores)"
+        + (f"; {record.resumed} mutant results resumed from the store." if record.resumed else "."),
         "",
         _SUMMARY_HEAD,
-        "|" + "---|" * 11,
+        "|" + "---|" * 12,
     ]
     for k in record.kernels:
         if k.status in ("ran", "no-mutants"):
             lines.append(_summary_row(k.name, k.summary()))
         else:
-            lines.append(f"| {k.name} | {k.status}: {k.message.replace('|', '/')} |" + " |" * 9)
+            lines.append(f"| {k.name} | {k.status}: {k.message.replace('|', '/')} |" + " |" * 10)
     overall = record.summary()
     lines.append(_summary_row("**all**", overall))
     return "\n".join(lines)
@@ -152,11 +172,12 @@ def kernel_markdown(k: KernelRecord) -> str:
         lines.append(f"**{k.status}**: {k.message}")
         return "\n".join(lines)
     lines += [f"`{_shown_path(k.path)}`; cases: {', '.join(k.cases)}.", "",
-              "| mutant | change | sanitizer (rule @ line) | output, 1 launch | output, K launches | status |",
-              "|---|---|---|---|---|---|"]
+              "| mutant | change | sanitizer (rule @ line) | lint (new) | output, 1 launch | output, K launches "
+              "| status | why (equivalent / survivor) |",
+              "|---|---|---|---|---|---|---|---|"]
     for m in k.mutants:
-        lines.append(f"| {m.id} | {change_text(m)} | {rules_text(m)} | {output_first_text(m)} "
-                     f"| {output_k_text(m)} | {status_text(m)} |")
+        lines.append(f"| {m.id} | {change_text(m)} | {rules_text(m)} | {lint_text(m)} | {output_first_text(m)} "
+                     f"| {output_k_text(m)} | {status_text(m)} | {why_text(m).replace('|', '/')} |")
     return "\n".join(lines)
 
 
@@ -220,7 +241,8 @@ class LiveView(Listener):
     def mutant(self, kernel, m):
         self.progress.advance(self.task)
         style = {"killed": "green", "survived": "red"}.get(m.status, "yellow")
-        rule = m.rules[0]["code"] + " " + m.rules[0]["name"] if m.rules else ("missed" if m.sanitizer is False else "–")
+        found = m.rules or m.lint_rules
+        rule = found[0]["code"] + " " + found[0]["name"] if found else ("missed" if m.sanitizer is False else "–")
         self.table.add_row(kernel.name, m.id, rule, output_first_text(m), output_k_text(m).replace(" failed", ""),
                            f"[{style}]{m.status}", f"{m.seconds:.1f}")
         self.progress.update(self.task, description=m.id)

@@ -125,3 +125,11 @@ def import_clean(target: Target) -> ModuleType:
     from ldssan.variants import load_variant
 
     return load_variant(target.path, [], tag="clean")
+
+
+def source_digest(path: str) -> str:
+    """sha256 of a kernel file's bytes: the store's key for "the same kernel"."""
+    import hashlib
+
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()

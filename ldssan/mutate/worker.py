@@ -11,12 +11,19 @@ Every exception is caught and classified here, so a mutant never takes the worke
 | `equivalent` | its instrumented IR is identical to the clean kernel's, for every case |
 | `ran` | the campaign classifies it `killed` or `survived` from the verdicts |
 
-The per-mutant deadline is a `SIGALRM` timer in the worker (tasks run on the worker's main
-thread); the parent keeps a backstop for code that never returns to Python.
+The per-mutant deadline is a `SIGALRM` timer when the task runs on the process's main
+thread (local pool workers), else a timer thread that raises `MutantTimeout` in the task's
+thread (dask workers run tasks in a thread); either fires between Python bytecodes, so the
+parent keeps a backstop for code that never returns to Python.
+
+Runtime findings (the dynamic rules) and lint findings (the static fence-pairing rules,
+`ldssan.decode.STATIC_RULES`) are kept apart: a lint finding is counted as a kill of its
+own kind, never as a runtime kill.
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
 import re
@@ -29,7 +36,7 @@ from dataclasses import dataclass, field
 
 from ldssan.variants import Edit
 
-from .target import Target
+from .target import Target, source_digest
 
 
 class MutantTimeout(BaseException):
@@ -46,6 +53,7 @@ class Task:
     policy: str  # the sanitizer launch's scheduler policy
     timeout: float
     clean_ir: tuple[str, ...] | None = None  # per-case fingerprints of the clean kernel
+    digest: str | None = None  # sha256 of the kernel file the campaign planned from
 
 
 @dataclass
@@ -54,6 +62,7 @@ class Outcome:
     mutant_id: str | None
     status: str  # ran | equivalent | not-compiled | crashed | timeout
     violations: list[dict] = field(default_factory=list)  # {code, name, line, other_line, file, count}
+    lint: list[dict] = field(default_factory=list)  # static fence-pairing findings, same shape
     launches: list[dict] = field(default_factory=list)  # {case, policy, ok, error}
     ir: tuple[str, ...] = ()
     cases: list[str] = field(default_factory=list)
@@ -105,25 +114,43 @@ def schedule(k: int) -> list[str]:
 class _Deadline:
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
+        self.mode = None
 
     def _fire(self, signum, frame):
         raise MutantTimeout(f"no result within {self.seconds:g} s")
 
-    def _armed(self) -> bool:
-        return (self.seconds > 0 and hasattr(signal, "setitimer")
-                and threading.current_thread() is threading.main_thread())
+    def _raise_in(self, thread_id: int) -> None:
+        # The task's thread is not the main thread (a dask worker): no signal reaches it, so
+        # the exception is set asynchronously; it is raised at the thread's next bytecode.
+        # Under the lock, so it is never set once the task has left the deadline.
+        with self._lock:
+            if not self._left:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id),
+                                                           ctypes.py_object(MutantTimeout))
 
     def __enter__(self):
-        self.armed = self._armed()
-        if self.armed:
+        if self.seconds <= 0:
+            return self
+        if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
+            self.mode = "signal"
             self._old = signal.signal(signal.SIGALRM, self._fire)
             signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        else:
+            self.mode = "thread"
+            self._lock, self._left = threading.Lock(), False
+            self._timer = threading.Timer(self.seconds, self._raise_in, (threading.get_ident(),))
+            self._timer.daemon = True
+            self._timer.start()
         return self
 
     def __exit__(self, *exc):
-        if self.armed:
+        if self.mode == "signal":
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, self._old)
+        elif self.mode == "thread":
+            with self._lock:
+                self._left = True
+            self._timer.cancel()
         return False
 
 
@@ -223,6 +250,17 @@ def _cases(target: Target):
     return _CASES[target.spec]
 
 
+def _collect(col, out: Outcome) -> None:
+    """Runtime findings into `violations`, lint findings (either severity) into `lint`."""
+    from ldssan.decode import STATIC_RULES
+
+    for v in [*col.violations, *col.warnings]:
+        if v.rule in STATIC_RULES:
+            out.lint.append(_brief(v))
+        elif v.severity == "error":
+            out.violations.append(_brief(v))
+
+
 def evaluate(task: Task) -> Outcome:
     """Run one variant; never raises (except KeyboardInterrupt)."""
     out = Outcome(task.kernel, task.mutant_id, "ran", pid=os.getpid())
@@ -231,7 +269,7 @@ def evaluate(task: Task) -> Outcome:
         with _Deadline(task.timeout):
             _evaluate(task, out)
     except MutantTimeout as exc:
-        out.status, out.error = "timeout", str(exc)
+        out.status, out.error = "timeout", str(exc) or f"no result within {task.timeout:g} s"
     except Exception as exc:  # noqa: BLE001 - the campaign's own bug: report, do not die
         out.status, out.error = "crashed", _error_text(exc) + " (campaign) " + traceback.format_exc(limit=3)[-300:]
     out.seconds = round(time.perf_counter() - t0, 3)
@@ -243,6 +281,12 @@ def _evaluate(task: Task, out: Outcome) -> None:
     from ldssan.runtime.emu import emulate
     from ldssan.variants import load_variant
 
+    if task.digest is not None and source_digest(task.target.path) != task.digest:
+        # A remote worker with another version of the kernel file would score other mutants.
+        out.status = "crashed"
+        out.error = (f"SourceMismatch: {task.target.path} on this worker is not the file the campaign "
+                     f"planned from (sha256 {task.digest[:12]}); give every worker the same kernel sources")
+        return
     if _IN_WORKER and task.target.module is None:
         # A kernel given as a file imports its neighbours the way a script does.
         folder = os.path.dirname(task.target.path)
@@ -273,9 +317,10 @@ def _evaluate(task: Task, out: Outcome) -> None:
             after = {n: id(a) for n, a in _compiled(module).items()}
             out.status = "crashed" if after != before or not _jit_functions(module) else "not-compiled"
             out.error = f"{case.name}: {_error_text(exc)}"
-            out.violations = [_brief(v) for v in col.violations] if col is not None else []
+            if col is not None:
+                _collect(col, out)
             return
-        out.violations.extend(_brief(v) for v in col.violations)
+        _collect(col, out)
         fingerprints.append(ir_fingerprint(module))
     out.ir = tuple(fingerprints)
     if task.clean_ir is not None and out.ir == tuple(task.clean_ir):

@@ -2,9 +2,11 @@
 
     ldssan demo             run the bundled kernels on the virtual gfx1250: checks against their
                             references, then the sanitizer on the clean kernels and on a planted bug
-    ldssan env              every FLYDSL_LDSSAN_* option with its default
+    ldssan env              every FLYDSL_LDSSAN_* option with its default, and what the
+                            virtual gfx1250 runs (launch and argument forms, ops)
     ldssan mutate KERNEL    mutation campaign: one-line sync bugs, sanitizer vs output check
     ldssan isa-check F::FN  the waits of the compiled gfx1250 code, on every path (ldssan/isa/)
+    ldssan rows F::FN       which output rows vary between runs, and which LDS race feeds them
 
 An error the user can fix (a bad option or FLYDSL_LDSSAN_* value, a path that cannot be
 written, a malformed input file) is one line on stderr and exit status 2, never a traceback.
@@ -18,6 +20,7 @@ import sys
 from .isa.cli import register as _register_isa_check
 from .mutate.cli import policy_arg
 from .mutate.cli import register as _register_mutate
+from .rows.cli import register as _register_rows
 
 EXIT_STATUS = """\
 exit status: 0 success; 1 a check failed (demo) or nothing to run (mutate);
@@ -35,8 +38,11 @@ class _Parser(argparse.ArgumentParser):
 
 def _cmd_env(args) -> int:
     from .config import help_text
+    from .runtime.emu.launch import supported_text
 
     print(help_text())
+    print()
+    print(supported_text())
     return 0
 
 
@@ -56,10 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="scheduler policy (round-robin, reverse, random(SEED))")
     demo.add_argument("--no-sanitize", action="store_true", help="only run the kernels and check their output")
     demo.set_defaults(fn=_cmd_demo)
-    env = sub.add_parser("env", help="list the FLYDSL_LDSSAN_* options")
+    env = sub.add_parser("env", help="list the FLYDSL_LDSSAN_* options and what the virtual gfx1250 runs")
     env.set_defaults(fn=_cmd_env)
     _register_mutate(sub)
     _register_isa_check(sub)
+    _register_rows(sub)
     return ap
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import rt
+from . import rt, taint as _taint
 from ldssan.passes.ir.irview import Block, Function, Loc, ModuleView, Op
 from .ops import load_all
 from ldssan.passes.ir.types import Type
@@ -68,8 +68,10 @@ class Program:
 
 
 class Translator:
-    def __init__(self, view: ModuleView, fn: Function, *, batched: bool = False):
+    def __init__(self, view: ModuleView, fn: Function, *, batched: bool = False, taint: bool = False):
         self.view = view
+        # `ldssan rows`: kernels get taint lines (`taint.emit`); the host function never does
+        self.taint = taint and fn.kind == "gpu.func"
         self.batched = batched
         self.fn = fn
         self.emitters = load_all()
@@ -109,6 +111,11 @@ class Translator:
             return self.v(vid)
         return f"R.lanes({self.v(vid)}, L)"
 
+    def taint_set(self, dst: str, *srcs: str) -> None:
+        """Taint mode only: variable `dst`'s taint is the OR of the `srcs` variables' taints."""
+        if self.taint:
+            self.out(f"T{dst} = " + (" | ".join(f"T{s}" for s in srcs) or "0"))
+
     def unsupported(self, op: Op, detail: str = "") -> UnsupportedOp:
         return UnsupportedOp(op.name, op.loc, detail)
 
@@ -133,6 +140,8 @@ class Translator:
             self.types[r] = t
         try:
             emit(self, op)
+            if self.taint:
+                _taint.emit(self, op)
         except Exception as exc:
             err = fail_closed(exc, (op.name, op.loc), f"translating @{self.fn.name}")
             if err is exc:
@@ -160,6 +169,8 @@ class Translator:
         if entry.args:
             names = ", ".join(self.v(a) for a in entry.args)
             self.out(f"({names},) = args")
+            for a in entry.args:
+                self.taint_set(self.v(a))
         self.block(entry)
         self.out("return")
         self.out("yield")  # makes `wave` a generator even without scheduling points
@@ -183,12 +194,13 @@ _CACHE: dict[str, Program] = {}  # translations by IR key; cleared by ldssan.run
 def translate(view: ModuleView, fn_name: str, *, batched: bool = False,
               cache_key: str | None = None) -> Program:
     """Translate `fn_name` of `view` (cached by `cache_key`, normally the IR hash)."""
+    taint = _taint.current() is not None
     if cache_key is not None:
-        cache_key = f"{cache_key}:{int(batched)}"
+        cache_key = f"{cache_key}:{int(batched)}" + (":taint" if taint else "")
         if cache_key in _CACHE:
             return _CACHE[cache_key]
     fn = view.functions[fn_name]
-    tr = Translator(view, fn, batched=batched)
+    tr = Translator(view, fn, batched=batched, taint=taint)
     source = tr.translate()
     filename = f"<ldssan-emu:{fn_name}>"
     namespace = {"R": rt, "np": np}

@@ -37,6 +37,7 @@ def _assign_yields(t, blk: Block, targets: list[str], uniform: list[bool]) -> No
     y = _yield(blk)
     for name, vid, uni in zip(targets, y.operands if y else (), uniform):
         t.out(f"{name} = {t.as_shape(vid, uni)}")
+        t.taint_set(name, t.v(vid))
 
 
 @emits("scf.if")
@@ -64,6 +65,7 @@ def scf_if(t, op: Op) -> None:
     e_vals = [t.tmp() for _ in res]
     for name in t_vals + e_vals:
         t.out(f"{name} = None")
+        t.taint_set(name)
     t.out(f"{m_then} = {outer} & {c}")
     for m, blk, vals in ((m_then, then_blk, t_vals), (m_else, else_blk, e_vals)):
         if blk is None:
@@ -80,6 +82,7 @@ def scf_if(t, op: Op) -> None:
                 t.mask = outer
     for r, tv, ev in zip(res, t_vals, e_vals):
         t.out(f"{r} = R.merge({c}, {tv}, {ev})")
+        t.taint_set(r, tv, ev, c)
 
 
 @emits("scf.for")
@@ -92,6 +95,8 @@ def scf_for(t, op: Op) -> None:
     uni = [t.uniform(a) for a in iter_args]
     for a, init, u in zip(iter_args, inits, uni):
         t.out(f"{t.v(a)} = {t.as_shape(init, u)}")
+        t.taint_set(t.v(a), t.v(init))
+    t.taint_set(t.v(iv))
     if t.uniform(lb) and t.uniform(ub) and t.uniform(step):
         ivname = t.tmp("i")
         # ctx.loop charges the trip count to the step budget (a huge count fails at once)
@@ -104,6 +109,7 @@ def scf_for(t, op: Op) -> None:
         _masked_for(t, op, iv, iter_args)
     for r, a in zip(op.results, iter_args):
         t.out(f"{t.v(r)} = {t.v(a)}")
+        t.taint_set(t.v(r), t.v(a))
 
 
 def _masked_for(t, op: Op, iv: int, iter_args: list[int]) -> None:
@@ -124,6 +130,7 @@ def _masked_for(t, op: Op, iv: int, iter_args: list[int]) -> None:
         y = _yield(body)
         for a, vid in zip(iter_args, y.operands if y else ()):
             t.out(f"{t.v(a)} = R.keep({m}, {t.as_shape(vid, False)}, {t.v(a)})")
+            t.taint_set(t.v(a), t.v(a), t.v(vid))
         t.out(f"{t.v(iv)} = {t.v(iv)} + {t.v(step)}")
         t.out(f"{m} = {m} & ({t.v(iv)} < {t.v(ub)})")
 
@@ -139,6 +146,7 @@ def scf_while(t, op: Op) -> None:
     b_uni = [t.uniform(a) for a in before.args]
     for a, init, u in zip(before.args, op.operands, b_uni):
         t.out(f"{t.v(a)} = {t.as_shape(init, u)}")
+        t.taint_set(t.v(a), t.v(init))
     res = [t.v(r) for r in op.results]
     outer = t.mask
     if t.uniform(c):
@@ -151,15 +159,18 @@ def scf_while(t, op: Op) -> None:
             with t.indented():
                 for r, f, rid in zip(res, fwd, op.results):
                     t.out(f"{r} = {t.as_shape(f, t.uniform(rid))}")
+                    t.taint_set(r, t.v(f))
                 t.out("break")
             for a, f in zip(after.args, fwd):
                 t.out(f"{t.v(a)} = {t.as_shape(f, t.uniform(a))}")
+                t.taint_set(t.v(a), t.v(f))
             _body(t, after)
             _assign_yields(t, after, [t.v(a) for a in before.args], b_uni)
         return
     m = t.tmp("M")
     for r in res:
         t.out(f"{r} = None")
+        t.taint_set(r)
     t.out(f"{m} = {outer}")
     t.out("while True:")
     with t.indented():
@@ -172,16 +183,19 @@ def scf_while(t, op: Op) -> None:
             t.out(f"{leaving} = {m} & ~{t.v(c)}")
             for r, f in zip(res, fwd):
                 t.out(f"{r} = R.keep({leaving}, {t.as_shape(f, False)}, {r})")
+                t.taint_set(r, r, t.v(f))
             t.out(f"{m} = {m} & {t.v(c)}")
             t.out(f"if not {m}.any():")
             with t.indented():
                 t.out("break")
             for a, f in zip(after.args, fwd):
                 t.out(f"{t.v(a)} = {t.as_shape(f, False)}")
+                t.taint_set(t.v(a), t.v(f))
             _body(t, after)
             y = _yield(after)
             for a, vid in zip(before.args, y.operands if y else ()):
                 t.out(f"{t.v(a)} = {t.as_shape(vid, False)}")
+                t.taint_set(t.v(a), t.v(vid))
         finally:
             t.mask = outer
 

@@ -31,6 +31,8 @@ from .lanes import keep, lanes, merge, select, tuple_set
 from .memory import (buffer_load, buffer_store, global_load, global_load_uniform, global_store, lds_load, lds_store,
                      make_rsrc)
 from .wmma import WMMA_ELEM, wmma
+from .taint import (t_buffer_load, t_buffer_store, t_global_load, t_global_store, t_lds_load, t_lds_store,  # noqa: E501
+                    t_wave)  # `ldssan rows` only: taint-mode code (..taint)
 
 __all__ = [
     "AsyncCopy", "DTYPES", "TdmCopy", "WMMA_ELEM", "atomic_cmpxchg", "atomic_rmw", "ballot", "bitcast_lanes",
@@ -40,4 +42,5 @@ __all__ = [
     "global_load", "global_load_uniform", "global_store", "keep", "lanes", "lds_load", "lds_store", "make_rsrc",
     "mbcnt", "merge", "readfirstlane", "readfirstlane_groups", "readlane_groups", "remsi", "remui", "select",
     "shli", "shrsi", "shrui", "shuffle", "tdm_copy", "trunci", "tuple_set", "uitofp", "umax", "umin", "wmma",
+    "t_buffer_load", "t_buffer_store", "t_global_load", "t_global_store", "t_lds_load", "t_lds_store", "t_wave",
 ]

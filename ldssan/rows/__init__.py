@@ -1,0 +1,13 @@
+"""`ldssan rows`: which output elements vary between runs, and which LDS race feeds them.
+
+    from ldssan import rows
+    report = rows.explain(my_call, runs=16)      # my_call() launches kernels, returns tensor(s)
+    print(rows.render_text(report)); report.to_json("rows.json"); rows.write_png(report, "rows.png")
+"""
+
+from .explain import RACE_RULES, explain, taint_sources
+from .report import SCHEMA, OutputRows, RaceRows, RowsReport, render, render_text, write_png
+from .variation import RowsError, compare, policies
+
+__all__ = ["RACE_RULES", "SCHEMA", "OutputRows", "RaceRows", "RowsError", "RowsReport", "compare", "explain",
+           "policies", "render", "render_text", "taint_sources", "write_png"]

@@ -134,7 +134,8 @@ class Translator:
     def op(self, op: Op) -> None:
         emit = self.emitters.get(op.name)
         if emit is None:
-            raise self.unsupported(op)
+            raise self.unsupported(op, "the virtual gfx1250 has no emitter for this op (`ldssan env` lists the "
+                                       "supported ops); unsupported op: please report")
         prev, self.cur_op = self.cur_op, op
         for r, t in zip(op.results, op.result_types):
             self.types[r] = t

@@ -9,6 +9,18 @@ read as the host function's parameter types (one slot per parameter): a dynamic-
 tensor's shape/stride slot is a byte buffer holding a packed `!llvm.struct`, an f16/bf16
 scalar a `c_short` bit pattern. Pointer parameters must point into tensor memory the
 launch can prove (see `memory.py`); any other address is an error naming the argument.
+
+Cluster launches (`gpu.launch_func ... clusters in (cx, cy, cz)`, FlyDSL's
+`launch(cluster=...)`): the grid is tiled by clusters of cx*cy*cz workgroups (at most 16,
+the width of the multicast mask; every grid dim a multiple of its cluster dim: partial
+clusters are refused, their membership is not modeled). The workgroups of a cluster are always resident together, interleaved
+by the scheduler, so that cluster barriers (`s_barrier_signal/wait -3`) can complete;
+`resident=N` runs N // (cluster size) clusters at once (at least one), and batching is
+off for cluster launches. Each wave knows its cluster: `cdim` (cluster dims), `cid`
+(cluster id in the grid = workgroup id // cdim), `cwg` (workgroup id within the cluster =
+workgroup id % cdim) and `cluster` (which cluster of the scheduler run, None outside a
+cluster launch). Outside a cluster launch a workgroup is its own cluster of one:
+cluster id = workgroup id, workgroup id within the cluster = 0.
 """
 
 from __future__ import annotations
@@ -30,6 +42,7 @@ LDS_LIMIT = 327680  # gfx1250 addressable LDS per workgroup
 STEP_BUDGET = 50_000_000  # loop iterations per scheduler run (one batch / resident chunk)
 TIME_LIMIT = 10.0  # CPU seconds of emulation per scheduler run before a runaway is reported
 LDS_FILL = 0xFF  # fresh LDS reads as NaN / -1: uninitialised data is visible to output checks
+MAX_CLUSTER = 16  # workgroups per cluster: the TDM / cluster-load workgroup mask has 16 bits
 
 
 def lds_layout(view: ModuleView, dynamic_bytes: int = 0) -> tuple[dict[str, int], int]:
@@ -56,6 +69,41 @@ def lds_layout(view: ModuleView, dynamic_bytes: int = 0) -> tuple[dict[str, int]
 
 class EmuLaunchError(ValueError):
     """A launch argument the virtual gfx1250 cannot take (names the argument)."""
+
+
+def cluster_dims(name: str, grid: tuple[int, int, int], cluster) -> tuple[int, int, int] | None:
+    """The checked cluster dims of a launch of @name, or None for a launch without clusters."""
+    if cluster is None:
+        return None
+    dims = tuple(int(c) for c in cluster)
+    size = dims[0] * dims[1] * dims[2]
+    if min(dims) <= 0 or size > MAX_CLUSTER:
+        raise EmuLaunchError(f"ldssan-emu: @{name}: cluster dims {dims} — a gfx1250 cluster holds 1 to "
+                             f"{MAX_CLUSTER} workgroups")
+    if any(g % c for g, c in zip(grid, dims)):
+        raise EmuLaunchError(f"ldssan-emu: @{name}: grid {grid} is not a whole number of clusters {dims} "
+                             "(every grid dim must be a multiple of its cluster dim)")
+    return dims
+
+
+def cluster_groups(grid: tuple[int, int, int], dims: tuple[int, int, int]) -> list[list[tuple[int, int, int]]]:
+    """The workgroups of each cluster of the grid, clusters and members in x-fastest order."""
+    def xyz(extent):  # (x, y, z) tuples, x fastest
+        return [(x, y, z) for z in range(extent[2]) for y in range(extent[1]) for x in range(extent[0])]
+
+    n_clusters = tuple(g // c for g, c in zip(grid, dims))
+    return [[tuple(k * c + m for k, c, m in zip(cl, dims, member)) for member in xyz(dims)]
+            for cl in xyz(n_clusters)]
+
+
+def _place_in_cluster(w: WaveCtx, dims: tuple[int, int, int] | None, cluster: int | None) -> None:
+    """Cluster ids of the wave's workgroup(s) (see the module docstring); batched waves
+    (never a cluster launch) keep `cwg` scalar: 0 for every workgroup."""
+    w.cluster = cluster
+    c = dims or (1, 1, 1)
+    w.cdim = tuple(np.int64(x) for x in c)
+    w.cid = tuple(b // x for b, x in zip(w.bid, c))
+    w.cwg = tuple(np.int64(0) for _ in c) if dims is None else tuple(b % x for b, x in zip(w.bid, c))
 
 
 def host_arguments(view: ModuleView, host: str, raws: list[bytes], names: list[str]) -> list:
@@ -191,6 +239,7 @@ class LaunchRecord:
     lane_ops: int = 0
     batch: int = 1
     stats: dict = field(default_factory=dict)
+    cluster: tuple[int, int, int] | None = None  # cluster dims of a cluster launch
 
 
 class Launcher:
@@ -226,7 +275,7 @@ class Launcher:
                 raise
             raise err from exc
 
-    def launch_kernel(self, name: str, grid, block, smem: int, args: tuple) -> None:
+    def launch_kernel(self, name: str, grid, block, smem: int, args: tuple, cluster=None) -> None:
         grid = tuple(int(x) for x in grid)
         block = tuple(int(x) for x in block)
         fn = self.view.functions.get(name)
@@ -238,14 +287,25 @@ class Launcher:
         offsets, lds_bytes = lds_layout(self.view, int(smem))
         if lds_bytes > LDS_LIMIT:
             raise ValueError(f"ldssan-emu: @{name} needs {lds_bytes} bytes of LDS; gfx1250 has {LDS_LIMIT}")
-        rec = self._current = LaunchRecord(name, grid, block, lds_bytes, str(self.policy))
+        dims = cluster_dims(name, grid, cluster)
+        rec = self._current = LaunchRecord(name, grid, block, lds_bytes, str(self.policy), cluster=dims)
         t0 = time.perf_counter()
+        if dims is not None:
+            clusters = cluster_groups(grid, dims)
+            per_run = max(1, self.resident // len(clusters[0]))
+            for i in range(0, len(clusters), per_run):
+                rec.wave_steps += self._run_resident(name, clusters[i:i + per_run], grid, block, lds_bytes,
+                                                     offsets, args, dims)
+            rec.seconds = time.perf_counter() - t0
+            self.records.append(rec)
+            return
         groups = list(itertools.product(range(grid[2]), range(grid[1]), range(grid[0])))
         groups = [(x, y, z) for z, y, x in groups]
         if self.resident > 1:
             for i in range(0, len(groups), self.resident):
                 chunk = groups[i:i + self.resident]
-                rec.wave_steps += self._run_resident(name, chunk, grid, block, lds_bytes, offsets, args)
+                rec.wave_steps += self._run_resident(name, [[g] for g in chunk], grid, block, lds_bytes,
+                                                     offsets, args, None)
             rec.seconds = time.perf_counter() - t0
             self.records.append(rec)
             return
@@ -269,12 +329,15 @@ class Launcher:
         rec.seconds = time.perf_counter() - t0
         self.records.append(rec)
 
-    def _waves(self, chunk, team, grid, block, lds, offsets, batched, budget) -> list[WaveCtx]:
+    def _waves(self, chunk, team, grid, block, lds, offsets, batched, budget, dims=None,
+               cluster=None) -> list[WaveCtx]:
         n_threads = block[0] * block[1] * block[2]
         n_waves = (n_threads + WAVE - 1) // WAVE
         waves = [WaveCtx(wave=w, n_waves=n_waves, groups=chunk, block=block, grid=grid, lds=lds,
                          gmem=self.gmem, lds_offsets=offsets, batched=batched, budget=budget, team=team)
                  for w in range(n_waves)]
+        for w in waves:
+            _place_in_cluster(w, dims, cluster)
         if self.policy.delays_ds_stores:
             for w in waves:
                 w.ds_queue = []
@@ -286,13 +349,18 @@ class Launcher:
         waves = self._waves(chunk, 0, grid, block, lds, offsets, batched, Budget(STEP_BUDGET, TIME_LIMIT))
         return self._schedule(prog, [(waves, chunk, lds)], grid, args, len(chunk))
 
-    def _run_resident(self, name, chunk, grid, block, lds_bytes, offsets, args) -> int:
+    def _run_resident(self, name, clusters, grid, block, lds_bytes, offsets, args, dims) -> int:
+        """Run `clusters` (lists of workgroups; one workgroup each without cluster dims)
+        resident at once, each workgroup a team with its own LDS."""
         prog: Program = translate(self.view, name, batched=False, cache_key=self._key(name))
         budget = Budget(STEP_BUDGET, TIME_LIMIT)
         teams = []
-        for team, group in enumerate(chunk):
-            lds = LocalMemory(lds_bytes, 1, fill=LDS_FILL)
-            teams.append((self._waves([group], team, grid, block, lds, offsets, False, budget), [group], lds))
+        for c, members in enumerate(clusters):
+            for group in members:
+                lds = LocalMemory(lds_bytes, 1, fill=LDS_FILL)
+                waves = self._waves([group], len(teams), grid, block, lds, offsets, False, budget, dims,
+                                    c if dims is not None else None)
+                teams.append((waves, [group], lds))
         return self._schedule(prog, teams, grid, args, 1)
 
     def _schedule(self, prog, teams, grid, args, lanes_per_wave_group: int) -> int:
@@ -334,6 +402,46 @@ class HostCtx:
         return range(int(lb), int(ub), int(step))
 
 
+# Ops with an emitter that refuses them with the reason (the emitter names it at translation).
+REFUSED_OPS = ("rocdl.permlane16.swap", "rocdl.permlane32.swap", "rocdl.s.get.barrier.state",
+               "rocdl.s.get.named.barrier.state")
+
+LAUNCH_FORMS = """\
+launch forms: FlyDSL `@flyc.jit` host functions as their authors call them, any grid and
+  block (<= 1024 threads, <= 320 KiB LDS incl. dynamic), cluster launches
+  (`launch(cluster=(cx, cy, cz))`, <= 16 workgroups, grid a multiple of the cluster; the
+  cluster's workgroups run resident together); emulate(batch=N) lockstep batches,
+  emulate(resident=N) interleaved workgroups
+arguments: torch tensors (default dynamic layout), from_torch_tensor / from_dlpack with static
+  or dynamic layouts, from_c_void_p pointers and integer addresses into live CPU tensors,
+  scalars of every width, constexprs, @fx.struct values
+barriers: gpu.barrier, s_barrier, split workgroup barrier (-1), cluster barrier (-3, in a
+  cluster launch); refused: named (1..16) and trap barriers, cluster-barrier isfirst
+copies: TDM 2-D load/store (pad, out-of-bounds zero fill; workgroup mask 0 or the loading
+  workgroup's own bit; multicast to peers refused), async global<->LDS b8..b128
+  (cluster.load.async.to.lds refused)
+anything else is an UnsupportedOp naming the op and its Python line: please report it"""
+
+
+def supported_text(width: int = 96) -> str:
+    """What the virtual gfx1250 runs: launch and argument forms, and every op with an emitter
+    (`ldssan env` prints it; the README summarizes it)."""
+    import textwrap
+
+    from .ops import load_all
+
+    names = sorted(n for n in load_all() if not n.startswith("call:") and n not in REFUSED_OPS)
+    by_dialect: dict[str, list[str]] = {}
+    for n in names:
+        by_dialect.setdefault(n.split(".", 1)[0], []).append(n)
+    lines = ["virtual gfx1250 (ldssan.runtime.emu) runs:", LAUNCH_FORMS, f"ops ({len(names)}):"]
+    for dialect, ops in by_dialect.items():
+        lines += textwrap.wrap(", ".join(ops), width, initial_indent=f"  {dialect}: ", subsequent_indent="    ")
+    lines += textwrap.wrap(", ".join(REFUSED_OPS), width, initial_indent="refused, with the reason: ",
+                           subsequent_indent="  ")
+    return "\n".join(lines)
+
+
 def parse_module(text: str) -> ModuleView:
     """A `ModuleView` of MLIR text (a dumped stage-10 `.mlir`, or a test's module)."""
     from flydsl._mlir import ir
@@ -350,9 +458,10 @@ def parse_module(text: str) -> ModuleView:
 
 
 def run_kernel(view: ModuleView, kernel: str, *, grid, block, args: list, policy: Policy | str = "round-robin",
-               batch: int = 1, smem: int = 0, sanitizer=None, resident: int = 1) -> Launcher:
+               batch: int = 1, smem: int = 0, sanitizer=None, resident: int = 1, cluster=None) -> Launcher:
     """Launch `kernel` of `view` directly. numpy arrays in `args` become global pointers
-    (results land in them); other values are passed as they are."""
+    (results land in them); other values are passed as they are. `cluster`: cluster dims
+    (x, y, z) for a cluster launch."""
     if isinstance(policy, str):
         policy = Policy.parse(policy)
     gmem = GlobalMemory()
@@ -367,5 +476,5 @@ def run_kernel(view: ModuleView, kernel: str, *, grid, block, args: list, policy
             values.append(a)
     launcher = Launcher(view, gmem, policy=policy, batch=batch, ir_key=view.key or None, sanitizer=sanitizer,
                         resident=resident)
-    launcher.launch_kernel(kernel, grid, block, smem, tuple(values))
+    launcher.launch_kernel(kernel, grid, block, smem, tuple(values), cluster)
     return launcher

@@ -15,6 +15,18 @@ LDS020 (a barrier under a partial exec mask, waves meeting at one barrier phase 
 different barrier ops, a second signal before the wait) is a
 `BarrierDivergenceError`: on hardware it hangs or skews the phases. Under the sanitizer
 the engine reports it and the run goes on.
+
+Cluster barrier (-3; AMDGPU execution-synchronization docs, GFX12 barrier table): one
+barrier object per cluster whose expected count is the cluster's number of workgroups;
+only one wave per workgroup may arrive (`s_barrier_signal -3`), on behalf of its
+workgroup, and any wave of the cluster may wait. Modeled as: phase k completes when every
+workgroup of the cluster has arrived k+1 times; a wave's (k+1)-th `s_barrier_wait -3`
+returns once phase k is complete, whether or not that wave signalled (FlyDSL's
+`cluster_barrier()`: a workgroup barrier, wave 0 signals, every wave waits). A second
+arrival of one workgroup within a phase is a `BarrierDivergenceError` in every mode (the
+happens-before engine does not model cluster phases). A workgroup that ends does not drop
+the cluster barrier (the docs drop only joined barriers, and a cluster barrier has no
+join), so waiting for a workgroup that has ended is a deadlock report.
 """
 
 from __future__ import annotations
@@ -29,6 +41,7 @@ import numpy as np
 from .wave import NullHooks, StepBudgetExceeded, WaveCtx
 
 ASYNC = ("late", "early", "random")
+CLUSTER_BARRIER = -3  # s_barrier_signal / s_barrier_wait id of the cluster user barrier
 
 
 class DeadlockError(RuntimeError):
@@ -114,6 +127,13 @@ class Scheduler:
         self.blocked: dict[int, tuple[tuple, int]] = {}  # wave -> ((team, barrier id), phase awaited)
         self.awaiting: dict[tuple[int, tuple], int] = {}  # (wave, key) -> phase it signalled in
         self.barriers: dict[tuple, _Barrier] = {}
+        # cluster barriers: cluster -> the teams (workgroups) in it; arrivals are teams
+        self.cluster_teams: dict[int, set] = {}
+        for w in waves:
+            if w.cluster is not None:
+                self.cluster_teams.setdefault(w.cluster, set()).add(w.team)
+        self.cluster_barriers: dict[int, _Barrier] = {}
+        self.cluster_waits: dict[int, int] = {}  # wave -> its s_barrier_wait -3 so far
         self.spins = 0
         self.cursor = -1
         self.on_wave_end = on_wave_end
@@ -161,13 +181,45 @@ class Scheduler:
     def _maybe_complete(self, key: tuple) -> None:
         b = self._barrier(key)
         if b.arrived and self.team_live[key[0]] <= b.arrived:
-            b.phase += 1
-            b.arrived.clear()
-            b.first = None
-            for w, (wk, ph) in list(self.blocked.items()):
-                if wk == key and ph < b.phase:
-                    del self.blocked[w]
-                    self.ready.append(w)
+            self._complete(key, b)
+
+    def _complete(self, key: tuple, b: _Barrier) -> None:
+        b.phase += 1
+        b.arrived.clear()
+        b.first = None
+        for w, (wk, ph) in list(self.blocked.items()):
+            if wk == key and ph < b.phase:
+                del self.blocked[w]
+                self.ready.append(w)
+
+    # -- cluster barrier (-3): see the module docstring ----------------------------------------
+    def _cluster_barrier(self, w: int) -> tuple[tuple, _Barrier]:
+        c = self.waves[w].cluster
+        b = self.cluster_barriers.get(c)
+        if b is None:
+            b = self.cluster_barriers[c] = _Barrier()
+        return ("cluster", c), b
+
+    def _cluster_signal(self, w: int) -> None:
+        key, b = self._cluster_barrier(w)
+        team = self.waves[w].team
+        if team in b.arrived:
+            raise BarrierDivergenceError(self._divergence_message(
+                w, f"signals the cluster barrier (-3) in {self.position(w)}, but its workgroup already "
+                f"arrived in phase {b.phase} (only one wave per workgroup may arrive at a cluster barrier, "
+                "on behalf of its workgroup)"))
+        b.arrived.add(team)
+        if self.cluster_teams[key[1]] <= b.arrived:
+            self._complete(key, b)
+
+    def _cluster_wait(self, w: int) -> None:
+        key, b = self._cluster_barrier(w)
+        n = self.cluster_waits.get(w, 0)
+        self.cluster_waits[w] = n + 1
+        if n < b.phase:
+            return  # the phase this wait belongs to is already complete
+        self.ready.remove(w)
+        self.blocked[w] = (key, n)
 
     def _wait(self, w: int, bid: int) -> None:
         key = self._key(w, bid)
@@ -232,9 +284,15 @@ class Scheduler:
             self._check_batch(ctx, ev[2])
             if self.strict and ev[2] is not ctx.mask:
                 self._check_lanes(w, ev[2])
-            self._signal(w, ev[1])
+            if ev[1] == CLUSTER_BARRIER:
+                self._cluster_signal(w)
+            else:
+                self._signal(w, ev[1])
         elif kind == "wait":
-            self._wait(w, ev[1])
+            if ev[1] == CLUSTER_BARRIER:
+                self._cluster_wait(w)
+            else:
+                self._wait(w, ev[1])
         elif kind == "waitcnt":
             if ev[1] == "ds":
                 ctx.flush_ds(ev[2])
@@ -348,7 +406,9 @@ class Scheduler:
         lines = [head]
         for w in sorted(self.live):
             key, ph = self.blocked.get(w, (None, None))
-            what = f"waiting at barrier {key[1]} (phase {ph})" if key is not None else "running"
+            what = "running" if key is None else f"waiting at barrier {key[1]} (phase {ph})"
+            if key is not None and key[0] == "cluster":
+                what = f"waiting at the cluster barrier -3 of cluster {key[1]} (phase {ph})"
             where = self.raised[1] if self.raised and self.raised[0] == w else self.position(w)
             lines.append(f"  {self._name(w)}: {what} in {where}")
         done = sorted(set(range(len(self.waves))) - self.live)
@@ -359,6 +419,9 @@ class Scheduler:
             arrived = sorted(self.waves[w].wave for w in b.arrived)
             where = f"workgroup {team} " if len(self.team_live) > 1 else ""
             lines.append(f"  {where}barrier {bid}: phase {b.phase}, arrived {arrived} of live {live}")
+        for c, b in self.cluster_barriers.items():
+            lines.append(f"  cluster {c} barrier -3: phase {b.phase}, workgroups arrived {sorted(b.arrived)} "
+                         f"of {sorted(self.cluster_teams[c])}")
         return "\n".join(lines)
 
     def _raised_at(self, exc: Exception) -> str | None:

@@ -105,7 +105,7 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
      "sanitizer reports LDS020",
      (f"{B}::test_a_wave_running_one_more_barrier_is_an_error",
       f"{B}::test_plain_error_exactly_where_the_sanitizer_reports_lds020")),
-    ("a cluster barrier (`s_barrier_signal(-3)`) or a named barrier (id 1..16) is used",
+    ("a cluster barrier (`s_barrier_signal(-3)`) is used outside a cluster launch, or a named barrier (id 1..16)",
      "`UnsupportedOp` naming the op, the barrier id and the line (never run as a workgroup barrier)",
      (f"{B}::test_cluster_and_named_barriers_are_refused",)),
     ("two waves hand a flag through LDS without a barrier",

@@ -1,4 +1,4 @@
-"""gpu dialect: ids, barriers, shuffles, return."""
+"""gpu dialect: ids (cluster ids too), barriers, shuffles, return, and the host's launch_func."""
 
 from __future__ import annotations
 
@@ -29,6 +29,28 @@ emits("gpu.thread_id")(_id("tid"))
 emits("gpu.block_id")(_id("bid"))
 emits("gpu.block_dim")(_id("bdim"))
 emits("gpu.grid_dim")(_id("gdim"))
+
+
+# Clusters (MLIR GPU dialect docs): `cluster_id` is the cluster's id in the grid,
+# `cluster_block_id` the block's id within its cluster, `cluster_dim_blocks` the blocks per
+# cluster and `cluster_dim` the clusters per grid, along one dimension. The uniformity
+# analysis treats the first two as per-lane values: broadcast over the wave's lanes.
+def _cluster_lanes(field: str):
+    def emit(t, op: Op) -> None:
+        t.out(f"{t.v(op.results[0])} = np.broadcast_to(ctx.{field}[{_dim(op)}], (ctx.L,)).astype(np.int64)")
+
+    return emit
+
+
+emits("gpu.cluster_id")(_cluster_lanes("cid"))
+emits("gpu.cluster_block_id")(_cluster_lanes("cwg"))
+emits("gpu.cluster_dim_blocks")(_id("cdim"))
+
+
+@emits("gpu.cluster_dim")
+def cluster_dim(t, op: Op) -> None:
+    d = _dim(op)
+    t.out(f"{t.v(op.results[0])} = ctx.gdim[{d}] // ctx.cdim[{d}]")
 
 
 @emits("gpu.lane_id")
@@ -82,10 +104,13 @@ def launch_func(t, op: Op) -> None:
     kernel = str(getattr(op.attr("kernel"), "text", op.attr("kernel"))).split("@")[-1]
     grid = ", ".join(t.v(x[0]) for x in groups[1:4])
     block = ", ".join(t.v(x[0]) for x in groups[4:7])
-    if any(groups[7:10]):
-        raise t.unsupported(op, "cluster launches")
+    cluster = "None"
+    if any(groups[7:10]):  # a cluster launch: FlyDSL's launch(cluster=...) sets all three dims
+        if not all(groups[7:10]):
+            raise t.unsupported(op, "a cluster launch with only some of its cluster dims")
+        cluster = "(" + ", ".join(t.v(x[0]) for x in groups[7:10]) + ")"
     smem = t.v(groups[10][0]) if groups[10] else "0"
     args = "".join(f"{t.v(x)}, " for x in groups[11])
-    t.out(f"ctx.launcher.launch_kernel({kernel!r}, ({grid}), ({block}), {smem}, ({args}))")
+    t.out(f"ctx.launcher.launch_kernel({kernel!r}, ({grid}), ({block}), {smem}, ({args}), {cluster})")
     for r in op.results:
         t.out(f"{t.v(r)} = None")

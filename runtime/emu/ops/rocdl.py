@@ -1,4 +1,4 @@
-"""rocdl dialect: gfx1250 ids, cross-lane ops, buffer resources, barriers and waits.
+"""rocdl dialect: gfx1250 ids (cluster ids too), cross-lane ops, buffer resources, barriers and waits.
 
 Barriers and counter waits become `yield` events for the scheduler:
 `('signal', id, mask)`, `('wait', id)`, `('barrier', id, mask)` (signal + wait),
@@ -26,6 +26,27 @@ for _d, _c in enumerate("xyz"):
     emits(f"rocdl.workitem.id.{_c}")(_id("tid", _d))
     emits(f"rocdl.workgroup.id.{_c}")(_id("bid", _d))
     emits(f"rocdl.workgroup.dim.{_c}")(_id("bdim", _d))
+
+
+def _cluster_id(dim: int):
+    # llvm.amdgcn.cluster.id.* (IntrinsicsAMDGPU.td): the cluster's id in the grid;
+    # llvm.amdgcn.cluster.workgroup.id.*: the workgroup's id within its cluster (see
+    # launch.py for the layout, and for launches without clusters).
+    cluster, member = _id("cid", dim), _id("cwg", dim)
+
+    def emit_cluster(t, op: Op) -> None:
+        if t.batched and t.uniform(op.results[0]):  # one cluster id per batched workgroup
+            raise t.unsupported(op, "under batch=N the cluster id differs across the batched workgroups; "
+                                    "run this launch with batch=1")
+        cluster(t, op)
+
+    return emit_cluster, member
+
+
+for _d, _c in enumerate("xyz"):
+    _cl, _mem = _cluster_id(_d)
+    emits(f"rocdl.cluster.id.{_c}")(_cl)
+    emits(f"rocdl.cluster.workgroup.id.{_c}")(_mem)
 
 
 @emits("rocdl.wave.id")
@@ -143,27 +164,36 @@ def buffer_store(t, op: Op) -> None:
 
 
 _BARRIER_KINDS = {-2: "trap barrier", -3: "cluster barrier", -4: "cluster trap barrier", 0: "NULL named barrier"}
+CLUSTER_BARRIER = -3
 
 
-def _workgroup_barrier_id(t, op: Op) -> int:
-    """The id of a split barrier op; only the workgroup barrier (-1) is modeled, the others
-    are refused rather than run as a workgroup barrier (different members, different phases)."""
+def _barrier_id(t, op: Op, *, cluster: bool = True) -> int:
+    """The id of a split barrier op: the workgroup barrier (-1) and, in a cluster launch, the
+    cluster user barrier (-3; AMDGPU execution-synchronization docs: expected count = the
+    cluster's workgroups, one arriving wave per workgroup, any wave may wait; scheduled in
+    sched.py). Trap barriers are privileged, named barriers are not modeled: refused rather
+    than run as a workgroup barrier (different members, different phases)."""
     bid = int(op.attr("id"))
-    if bid != -1:
-        kind = _BARRIER_KINDS.get(bid, "named barrier")
-        raise t.unsupported(op, f"barrier id {bid} ({kind}): cluster/named barriers are not modeled "
-                                "yet; only the workgroup barrier (id -1) is")
-    return bid
+    if bid == -1 or (bid == CLUSTER_BARRIER and cluster):
+        if bid == CLUSTER_BARRIER:  # the barrier object exists only in a cluster launch
+            t.out("if ctx.cluster is None: raise NotImplementedError('barrier id -3 (cluster barrier) outside a "
+                  "cluster launch: the cluster barrier object is initialized only when the workgroup is launched "
+                  "in a cluster (launch(cluster=...))')")
+        return bid
+    kind = _BARRIER_KINDS.get(bid, "named barrier")
+    modeled = "-1 and -3" if cluster else "-1"
+    raise t.unsupported(op, f"barrier id {bid} ({kind}): named and trap barriers are not modeled; "
+                            f"barriers {modeled} are: unsupported op, please report")
 
 
 @emits("rocdl.s.barrier.signal")
 def barrier_signal(t, op: Op) -> None:
-    t.out(f"yield ('signal', {_workgroup_barrier_id(t, op)}, {t.mask})")
+    t.out(f"yield ('signal', {_barrier_id(t, op)}, {t.mask})")
 
 
 @emits("rocdl.s.barrier.wait")
 def barrier_wait(t, op: Op) -> None:
-    t.out(f"yield ('wait', {_workgroup_barrier_id(t, op)})")
+    t.out(f"yield ('wait', {_barrier_id(t, op)})")
 
 
 @emits("rocdl.s.barrier", "rocdl.barrier")
@@ -199,7 +229,8 @@ def barrier_signal_isfirst(t, op: Op) -> None:
     # (IntrinsicsAMDGPU.td, llvm.amdgcn.s.barrier.signal.isfirst). Which wave that is depends
     # on timing; made deterministic as the canonical order (MODEL.md §5: wave id) gives it:
     # wave 0 of the workgroup.
-    t.out(f"yield ('signal', {_workgroup_barrier_id(t, op)}, {t.mask})")
+    # (the cluster form's first workgroup would depend on timing across workgroups: refused)
+    t.out(f"yield ('signal', {_barrier_id(t, op, cluster=False)}, {t.mask})")
     t.out(f"{t.v(op.results[0])} = np.bool_(ctx.wave == 0)")
 
 

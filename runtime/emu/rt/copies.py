@@ -1,6 +1,6 @@
 """Asynchronous copies between global memory and LDS, moved when the scheduler completes
 them: TDM tiles (TENSORcnt; descriptors decoded by `..tdm`) and per-lane async loads and
-stores (ASYNCcnt)."""
+stores (ASYNCcnt). TDM multicast to other workgroups of a cluster is refused (`_local_only`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,32 @@ _U8 = np.dtype(np.uint8)
 
 
 def tdm_copy(ctx, g0, g1, g2, g3, to_lds):
-    return TdmCopy(ctx, decode_batch(ctx, g0, g1, g2, g3), to_lds)
+    descs = decode_batch(ctx, g0, g1, g2, g3)
+    if to_lds:  # tensor stores ignore the workgroup mask
+        for d in descs:
+            _local_only(ctx, d.mcast_mask)
+    return TdmCopy(ctx, descs, to_lds)
+
+
+def _local_only(ctx, mask: int) -> None:
+    """Refuse a TDM load whose workgroup mask (D# group 1 bits 15:0) names a workgroup of the
+    cluster other than this one (bit i: the cluster's workgroup of flat id i, x fastest).
+
+    Mask 0 (no multicast) and the workgroup's own bit load into its own LDS, as modeled.
+    Delivery to peers is not modeled: public sources do not pin down whether every named
+    workgroup must issue the matching load (a rendezvous) or one issue fills them all, nor
+    how completion reaches the receiving waves; and each workgroup's happens-before engine
+    tracks only its own LDS, so a write into a peer's LDS would go unchecked there."""
+    cx, cy, _cz = (int(c) for c in ctx.cdim)
+    wx, wy, wz = (int(np.asarray(c).reshape(-1)[0]) for c in ctx.cwg)
+    own = 1 << (wx + cx * (wy + cy * wz))
+    if mask & ~own:
+        peers = [i for i in range(16) if mask >> i & 1 and 1 << i != own]
+        raise NotImplementedError(
+            f"TDM multicast: the load's workgroup mask 0x{mask:04x} names cluster workgroup(s) {peers} besides "
+            f"this one (bit {own.bit_length() - 1}); multicast into other workgroups' LDS is not modeled "
+            "(its rendezvous and completion semantics are not pinned down by public documentation, and the "
+            "sanitizer checks each workgroup's own LDS): unsupported, please report")
 
 
 class TdmCopy(Copy):

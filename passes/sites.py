@@ -23,11 +23,23 @@ def _framework_root() -> str:
     return os.path.dirname(os.path.abspath(flydsl.__file__))
 
 
+# ldssan's own executor and pass code: a wrapper of ours on the stack during a trace (e.g. the
+# launch cache around a @jit helper call) is never the user's line.
+_TOOL_DIRS = tuple(os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), d) + os.sep
+                   for d in ("runtime", "passes"))
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_internal(file: str) -> bool:
+    if file.startswith("<") or os.path.abspath(file).startswith(_framework_root()):
+        return True
+    return os.path.realpath(file).startswith(_TOOL_DIRS)
+
+
 def user_frames(mlir_loc) -> list[Frame]:
-    root = _framework_root()
     out: list[Frame] = []
     for f in convert_loc(mlir_loc).chain:
-        if os.path.abspath(f.file).startswith(root) or f.file.startswith("<"):
+        if _is_internal(f.file):
             continue
         if out and (out[-1].file, out[-1].line) == (f.file, f.line):
             continue  # a comprehension's own frame repeats its line

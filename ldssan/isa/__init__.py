@@ -1,0 +1,10 @@
+"""ISA-level checks on the linked gfx1250 code object (`ldssan isa-check`, rules LDS050..).
+
+    toolchain  ld.lld from the ziglang dependency, and the compile-only build environment
+    capture    run a callable, keep every kernel build's ELF and final ISA
+    asm        the ISA text as instructions with source lines and byte offsets
+    cfg        basic blocks and branches
+    counters   per-counter (dscnt, loadcnt, storecnt, asynccnt, tensorcnt) may-outstanding analysis
+    check      LDS050 store in flight at s_barrier_signal; registers: LDS052 use before wait
+    output     text and JSON; compare: the ISA verdict next to the sanitizer's; cli, run
+"""

@@ -1,0 +1,123 @@
+"""Run a callable that launches FlyDSL kernels as compile-only gfx1250 builds, and keep
+each build's code object (ELF) and final ISA.
+
+FlyDSL writes the ISA in `_dump_isa` after the pass loop, by which time the
+`NN_gpu_module_to_binary.mlir` dump holding the linked ELF exists; wrapping `_dump_isa`
+captures every build in order, even when two builds of one kernel share a dump directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .toolchain import IsaToolchainError, build_env, patched_env
+
+EM_AMDGPU = 224
+
+
+@dataclass(frozen=True)
+class Build:
+    kernel: str  # the dump directory's name: FlyDSL's kernel symbol, e.g. rmsnorm_kernel_0
+    isa: str  # the final ISA text (with .file/.loc line table)
+    elf: bytes  # the linked gfx1250 code object
+
+
+class _DropCompileChatter(io.TextIOBase):
+    """stdout minus FlyDSL's `[flydsl.compile] dump ...` lines (one per stage per kernel)."""
+
+    def __init__(self, out):
+        self._out, self._pending = out, ""
+
+    def write(self, s: str) -> int:
+        self._pending += s
+        *lines, self._pending = self._pending.split("\n")
+        for line in lines:
+            if not line.startswith("[flydsl.compile]"):
+                self._out.write(line + "\n")
+        return len(s)
+
+    def flush(self) -> None:
+        if self._pending and not self._pending.startswith("[flydsl.compile]"):
+            self._out.write(self._pending)
+        self._pending = ""
+        self._out.flush()
+
+
+_BIN = re.compile(r'bin = "((?:[^"\\]|\\.)*)"')
+
+
+def _unescape_mlir_bytes(text: str) -> bytes:
+    """MLIR's printed string: `\\XX` hex escapes, `\\\\`, `\\"`; other characters raw."""
+    out, i = bytearray(), 0
+    while i < len(text):
+        c = text[i]
+        if c != "\\":
+            out += c.encode("latin-1")
+            i += 1
+        elif text[i + 1] in '\\"':
+            out += text[i + 1].encode()
+            i += 2
+        else:
+            out.append(int(text[i + 1:i + 3], 16))
+            i += 3
+    return bytes(out)
+
+
+def elf_from_dump(dump_dir: Path) -> bytes:
+    """The code object in the newest `*_gpu_module_to_binary.mlir` of a dump directory."""
+    dumps = sorted(dump_dir.glob("*_gpu_module_to_binary.mlir"), key=lambda p: p.stat().st_mtime_ns)
+    if not dumps:
+        raise IsaToolchainError(f"{dump_dir}: FlyDSL wrote no gpu_module_to_binary stage")
+    found = _BIN.search(dumps[-1].read_text())
+    if found is None:
+        raise IsaToolchainError(f"{dumps[-1]}: no `bin = \"...\"` code object in the gpu.binary op")
+    return _unescape_mlir_bytes(found.group(1))
+
+
+def elf_machine(elf: bytes) -> int:
+    """e_machine of a little-endian ELF (224 = EM_AMDGPU)."""
+    if elf[:4] != b"\x7fELF" or len(elf) < 20:
+        raise IsaToolchainError("the code object is not an ELF file")
+    return int.from_bytes(elf[18:20], "little")
+
+
+def capture_builds(fn, *args, **kwargs) -> list[Build]:
+    """Call `fn(*args, **kwargs)` with FlyDSL in compile-only gfx1250 mode (ldssan's linker,
+    line tables, a fresh cache) and return every kernel build it made."""
+    from flydsl.compiler import jit_function
+
+    from ldssan.passes import locations
+
+    # Raw rocdl builders (s_barrier_signal, s_wait_dscnt) otherwise carry the kernel's
+    # `def` line into the line table, not their call line.
+    locations.install()
+    builds: list[Build] = []
+    original = jit_function._dump_isa
+
+    def recording_dump_isa(*, dump_dir, **kw):
+        out = original(dump_dir=dump_dir, **kw)
+        if out is not None:
+            builds.append(Build(Path(dump_dir).name, Path(out).read_text(), elf_from_dump(Path(dump_dir))))
+        return out
+
+    with tempfile.TemporaryDirectory(prefix="ldssan-isa-") as scratch:
+        env = build_env(str(Path(scratch) / "dump"), str(Path(scratch) / "cache"))
+        with patched_env(env), contextlib.redirect_stdout(_DropCompileChatter(sys.stdout)):
+            jit_function._dump_isa = recording_dump_isa
+            try:
+                fn(*args, **kwargs)
+            except Exception as exc:
+                if "lld" not in str(exc):
+                    raise  # the user's call failed: their traceback is the report
+                raise IsaToolchainError(f"linking with {env['ROCM_PATH']}/llvm/bin/ld.lld failed: "
+                                        f"{str(exc).splitlines()[0]}") from exc
+            finally:
+                jit_function._dump_isa = original
+                sys.stdout.flush()
+    return builds

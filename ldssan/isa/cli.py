@@ -1,0 +1,46 @@
+"""The `ldssan isa-check` subcommand (registered by ldssan/cli.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = """\
+FUNC is called once with no arguments and launches FlyDSL kernels; FlyDSL runs in
+compile-only mode for gfx1250 (ldssan supplies ld.lld), so nothing executes. Every kernel
+build is linked to a code object and its final ISA is checked on every control-flow path.
+
+exit status: 0 no finding; 1 findings; 2 usage error (bad FILE::FUNC, an ISA ldssan
+cannot model, no linker, an unwritable --json path)"""
+
+
+def _cmd(args) -> int:
+    from ldssan.report import report_path_problem
+
+    from .asm import IsaParseError
+    from .output import render_text, write_json
+    from .run import IsaTargetError, isa_check, resolve
+    from .toolchain import IsaToolchainError
+
+    try:
+        if args.json and (problem := report_path_problem(args.json)):
+            raise IsaTargetError(f"--json: {problem}")
+        results = isa_check(resolve(args.target), offsets=not args.no_offsets)
+        if args.json:
+            write_json(results, args.json)
+    except (IsaTargetError, IsaParseError, IsaToolchainError) as exc:
+        print(f"ldssan isa-check: error: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(render_text(results))
+    return 1 if any(r.findings for r in results) else 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("isa-check", help="check the waits of the compiled gfx1250 code (ISA level)",
+                       description="Check the waits of the compiled gfx1250 code of every kernel FUNC builds.",
+                       epilog=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("target", metavar="FILE::FUNC", help="a .py file (or module) and a function in it")
+    p.add_argument("--json", metavar="OUT", help="also write the findings as JSON (schema ldssan.isa/1)")
+    p.add_argument("--no-offsets", action="store_true",
+                   help="skip re-assembling for byte offsets (findings then give ISA line numbers)")
+    p.set_defaults(fn=_cmd)

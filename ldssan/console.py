@@ -16,6 +16,7 @@ lanes and workgroups of all its instances; columns 1-based. The shape::
         partial[tid] = fx.Int32(tid) * 10
     Seen 32 times: wave 1, other wave 0, lanes 0-31, workgroup 0, launch 0, LDS partial+0x0..0x7c
     LDS buffer: partial (256 bytes at 0x0, __shared_alloc_0), allocated at k.py:9: partial = ...
+    Variant of k.py: line 15: `fx.gpu.barrier()` -> (deleted)      (a kernel variant only)
 
       <explanation paragraph>
 
@@ -36,7 +37,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ldssan import rules
-from ldssan.decode import Report, Site, Violation
+from ldssan.decode import STATIC_RULES, Report, Site, Violation
 
 __all__ = ["BANNER", "render", "render_text", "violation_lines", "summary_lines", "dropped_line"]
 
@@ -111,15 +112,18 @@ def _access_phrase(site: Site, v: Violation, wave: int | None, lane: int | None,
     else:
         verb = "access"
     parts = [verb]
+    static = v.rule in STATIC_RULES  # found in the IR: no LDS offset, wave or workgroup ran it
     if site.is_access or not site.known:
         if site.bytes:
             parts.append(f"of {_plural(site.bytes, 'byte')}")
-        parts.append(f"at LDS {_lds_where(v)}")
+        if not static:
+            parts.append(f"at LDS {_lds_where(v)}")
     waves, lanes = (v.other_waves, v.other_lanes) if other else (v.waves, v.lanes)
     who = [x for x in (_actors("wave", waves, wave), _actors("lane", lanes, lane)) if x]
     if who and (wave is not None or len(waves) > 1):
         parts.append("by " + " ".join(who))
-    parts.append(f"({_actors('workgroup', v.workgroups, v.workgroup)})")
+    if not static:
+        parts.append(f"({_actors('workgroup', v.workgroups, v.workgroup)})")
     return " ".join(parts)
 
 
@@ -149,6 +153,17 @@ def _buffer_line(v: Violation) -> Text | None:
         if src:
             line += f": {src}"
     return Text(line, _STYLE["dim"])
+
+
+def _variant_line(v: Violation) -> Text | None:
+    """`Variant of k.py: line 57: `old` -> `new``: the edit a report on a kernel variant is
+    about (its locations already name the original file and line)."""
+    sites = [s for s in (v.site, v.other_site) if s is not None]
+    origins = dict.fromkeys(o for s in sites for o in s.origins)
+    if not origins:
+        return None
+    said = [f"{o.path}: " + ("; ".join(o.describe()) or "unchanged") for o in origins]
+    return Text("Variant of " + "; variant of ".join(said), _STYLE["dim"])
 
 
 def _header(v: Violation, site: Site, *, other: bool) -> str:
@@ -217,7 +232,7 @@ def violation_lines(v: Violation, *, width: int = 100) -> list[Text]:
         o = v.other_site
         lines += _site_lines(_header(v, o, other=True),
                              _access_phrase(o, v, v.other_wave, v.other_lane, other=True), o)
-    for extra_line in (_seen_line(v), _buffer_line(v)):
+    for extra_line in (_seen_line(v), _buffer_line(v), _variant_line(v)):
         if extra_line is not None:
             lines.append(extra_line)
     lines.append(Text(""))

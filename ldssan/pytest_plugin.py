@@ -20,6 +20,7 @@ _ON = pytest.StashKey[bool]()
 _WRITTEN = pytest.StashKey[str]()  # the terminal line about the report file
 _PER_TEST = pytest.StashKey[dict]()  # nodeid -> launches, kernels, sites, violations
 _NOTES = pytest.StashKey[list]()  # (level, text): launches that deadlocked or timed out
+_LINT = pytest.StashKey[dict]()  # (code, access, barrier) -> (warning, first test): lint warnings
 
 MODE_HELP = "fail: a test whose launches have violations fails; warn: report only"
 REQUIRE_HELP = "fail the run if ldssan is on and no FlyDSL kernel was launched (nothing was checked)"
@@ -79,6 +80,7 @@ def pytest_configure(config):
     config.stash[_FAILED] = {}
     config.stash[_PER_TEST] = {}
     config.stash[_NOTES] = []
+    config.stash[_LINT] = {}
     if on:
         from . import hook
 
@@ -133,6 +135,7 @@ def _check(item, results) -> None:
     item.config.stash[_PER_TEST][item.nodeid] = {
         "launches": len(results), "kernels": len(kernels), "sites": sum(kernels.values()),
         "violations": sum(len(r.report.violations) for r in results)}
+    _note_warnings(item, results)
     marker = item.get_closest_marker("ldssan")
     expected = set(marker.kwargs.get("expect") or ()) if marker else set()
     if not results:
@@ -155,6 +158,34 @@ def _check(item, results) -> None:
     if _setting(item.config, "--ldssan-mode", "mode") == "fail":
         text = render_text(report, max_violations=opts.get("max_reports"))
         pytest.fail(f"ldssan found LDS synchronization violations:\n{text}", pytrace=False)
+
+
+def _note_warnings(item, results) -> None:
+    """Keep the lint warnings (FLYDSL_LDSSAN_LINT=warn) for the terminal summary: they fail
+    no test, so a report printed only on failure would never show them. Once per site pair."""
+    seen = item.config.stash[_LINT]
+    for r in results:
+        for v in r.report.violations:
+            if v.severity != "warning":
+                continue
+            other = v.other_site.location if v.other_site is not None else ""
+            seen.setdefault((v.code, v.site.location, other), (v, item.nodeid))
+
+
+def _write_warnings(tr, config) -> None:
+    found = config.stash[_LINT]
+    if not found:
+        return
+    tr.write_sep("-", f"ldssan: {len(found)} lint warnings (FLYDSL_LDSSAN_LINT=error makes them fail)",
+                 yellow=True)
+    for n, (v, nodeid) in enumerate(found.values()):
+        if n >= 20 and not config.getoption("verbose"):
+            tr.write_line(f"({len(found) - n} more hidden; use -v)")
+            break
+        where = f"{v.code} {v.name} at {v.site.location}"
+        if v.other_site is not None:
+            where += f" (barrier at {v.other_site.location})"
+        tr.write_line(f"{where}: {v.message} [first in {nodeid}]", yellow=True)
 
 
 def _builds(results) -> dict:
@@ -181,11 +212,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             if shown >= 20 and not config.getoption("verbose"):
                 break
             site = v.site
-            tr.write_line(f"{nodeid}: {v.code} {v.name} at {site.file}:{site.line}")
+            tr.write_line(f"{nodeid}: {v.code} {v.name} at {site.short_location}")
             shown += 1
     hidden = n_viol - shown
     if hidden > 0:
         tr.write_line(f"({hidden} more hidden; use -v)")
+    _write_warnings(tr, config)
     if not results:
         tr.write_sep("!", NOTHING_CHECKED, red=True, bold=True)
         tr.write_line("ldssan was on, but no test launched a FlyDSL kernel: did every kernel test skip "

@@ -53,6 +53,7 @@ from ldssan.console import (  # re-exported: the console form of a report
 )
 from ldssan.decode import STATIC_RULES, KernelInfo, LdsBuffer, Report, Site, Violation, _as_enum
 from ldssan.runtime.records import Cause, Rule
+from ldssan.variants import original_path
 
 __all__ = [
     "BANNER",
@@ -208,7 +209,7 @@ SRCROOT = "%SRCROOT%"
 def _artifact(file: str, root: Path) -> dict[str, str]:
     """A relative URI under %SRCROOT% (the same across checkouts and CI), or an absolute
     file URI for a file outside the source root (an installed package, say)."""
-    p = Path(file)
+    p = Path(original_path(file))  # a variant's findings belong to the file it was made from
     if not p.is_absolute():
         return {"uri": p.as_posix(), "uriBaseId": SRCROOT}
     try:

@@ -6,6 +6,11 @@ documented shape (see `ldssan.decode`) is a `SiteTableError` naming the entry an
 
 Columns: the table stores FlyDSL's columns (Python `col_offset`, 0-based); everything
 printed (`location`, the text report, SARIF) is 1-based, as compilers print them.
+
+Variants (`ldssan.variants`): a site keeps the file that ran (the temporary variant), so
+its identity is that build's; what is printed (`location`) and the JSON name the original
+file, the JSON adding `variant: {file, changes: [{line, old, new}]}`, which reading it back
+restores.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from functools import lru_cache
 from typing import Any
 
 from ldssan.runtime.records import NO_SITE
+from ldssan.variants import Origin, origin_of, original_path, register_origin
 
 __all__ = [
     "ACCESS_KINDS",
@@ -65,7 +71,37 @@ def _list(v: Any, what: str) -> list:
 
 
 def _where(file: str, line: int, col: int) -> str:
-    return f"{file}:{line}:{col + 1}"  # stored 0-based, printed 1-based
+    return f"{original_path(file)}:{line}:{col + 1}"  # stored 0-based, printed 1-based
+
+
+def _file_json(file: str | None) -> dict[str, Any]:
+    """`{"file": original}` and, for a variant file, `variant: {file, changes}`."""
+    origin = origin_of(file)
+    if origin is None:
+        return {"file": file}
+    changes = [{"line": n, "old": old, "new": new} for n, old, new in origin.changes]
+    return {"file": origin.path, "variant": {"file": file, "changes": changes}}
+
+
+def _file_from_json(d: Mapping[str, Any], what: str) -> str | None:
+    """The file that ran: the variant's when the entry names one (its origin is then
+    registered, so this process prints it as the original file too)."""
+    file = d.get("file")
+    file = None if file is None else str(file)
+    variant = d.get("variant")
+    if variant is None:
+        return file
+    variant = _obj(variant, f"the variant of {what}")
+    try:
+        changes = tuple((int(c["line"]), str(c["old"]), str(c["new"]))
+                        for c in (_obj(c, "a variant change") for c in _list(variant.get("changes"), "changes")))
+        path = str(variant["file"])
+    except (KeyError, TypeError, ValueError, OverflowError) as e:
+        raise SiteTableError(f"ldssan: malformed variant of {what} {dict(variant)!r:.200}: {e!r}") from e
+    if file is None:
+        raise SiteTableError(f"ldssan: malformed site table: {what} has a variant but no original file")
+    register_origin(path, Origin(file, changes))
+    return path
 
 
 # -- allocation names ------------------------------------------------------------------
@@ -125,11 +161,12 @@ class Frame:
         return _where(self.file, self.line, self.col)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "col": self.col, "function": self.function}
+        return {**_file_json(self.file), "line": self.line, "col": self.col, "function": self.function}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Frame":
-        return cls(str(d["file"]), int(d["line"]), int(d.get("col", 0)), str(d.get("function", "")))
+        file = _file_from_json(d, "a chain frame") if "variant" in d else d["file"]
+        return cls(str(file), int(d["line"]), int(d.get("col", 0)), str(d.get("function", "")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +209,16 @@ class Site:
     @property
     def short_location(self) -> str:
         """`file:line` (the SUMMARY form)."""
-        return self.file if not self.known else f"{self.file}:{self.line}"
+        return self.file if not self.known else f"{original_path(self.file)}:{self.line}"
+
+    @property
+    def origins(self) -> tuple[Origin, ...]:
+        """The variants this site's file and call chain were written in (a report shows
+        their edits), each once."""
+        if not self.known:
+            return ()
+        found = (origin_of(f) for f in dict.fromkeys([self.file, *(fr.file for fr in self.chain)]))
+        return tuple(dict.fromkeys(o for o in found if o is not None))
 
     @property
     def callers(self) -> tuple[Frame, ...]:
@@ -185,7 +231,7 @@ class Site:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "kind": self.kind, "op": self.op, "file": self.file,
+            "id": self.id, "kind": self.kind, "op": self.op, **_file_json(self.file),
             "line": self.line, "col": self.col, "function": self.function,
             "chain": [f.to_dict() for f in self.chain], "text": self.text,
             "buffer": self.buffer, "bytes": self.bytes,
@@ -198,7 +244,8 @@ class Site:
             buf = d.get("buffer")
             site = cls(
                 id=int(d["id"]), kind=str(d["kind"]), op=str(d.get("op", "")),
-                file=str(d["file"]), line=int(d["line"]), col=int(d.get("col", 0)),
+                file=str(_file_from_json(d, "a site entry") if "variant" in d else d["file"]),
+                line=int(d["line"]), col=int(d.get("col", 0)),
                 function=str(d.get("function", "")),
                 chain=tuple(Frame.from_dict(_obj(f, "a chain frame"))
                             for f in _list(d.get("chain"), "chain")),
@@ -234,14 +281,14 @@ class LdsBuffer:
 
     @property
     def allocated_at(self) -> str | None:
-        return f"{self.file}:{self.line}" if self.file and self.line else None
+        return f"{original_path(self.file)}:{self.line}" if self.file and self.line else None
 
     def contains(self, lds_offset: int) -> bool:
         return self.offset <= lds_offset < self.end
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "offset": self.offset, "size": self.size,
-                "symbol": self.symbol, "file": self.file, "line": self.line}
+                "symbol": self.symbol, **_file_json(self.file), "line": self.line}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "LdsBuffer":
@@ -251,8 +298,7 @@ class LdsBuffer:
         d = _obj(d, "a buffer entry")
         try:
             name, offset, size = str(d["name"]), int(d["offset"]), int(d.get("size") or 0)
-            file = d.get("file")
-            file = None if file is None else str(file)
+            file = _file_from_json(d, "a buffer entry")
             line = int(d.get("line") or 0)
         except (KeyError, TypeError, ValueError, OverflowError) as e:
             raise SiteTableError(f"ldssan: malformed LDS buffer entry {dict(d)!r:.200}: {e!r}") from e

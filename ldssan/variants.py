@@ -2,8 +2,10 @@
 the demo, and mutation campaigns.
 
 A variant is the kernel module's source with some lines replaced (or deleted), written
-to a temporary file and imported under a fresh name, so FlyDSL traces it anew and every
-location in a report points at the edited file and line. The temporary directory is removed
+to a temporary file and imported under a fresh name, so FlyDSL traces it anew. Each
+variant file's `Origin` (the original file and the edited lines) is registered, so a report
+names the original file and line and shows the change (`origin_of`); an edit replaces one
+line by one line, so line numbers are the original's. The temporary directory is removed
 when the process exits (`FLYDSL_LDSSAN_KEEP_TEMP=1` keeps it, for debugging).
 """
 
@@ -22,6 +24,9 @@ from dataclasses import dataclass
 from types import ModuleType
 
 
+_DELETED = "pass  # ldssan variant: deleted"  # what a deleted statement becomes
+
+
 @dataclass(frozen=True)
 class Edit:
     line: int  # 1-based line of the original source
@@ -30,7 +35,7 @@ class Edit:
     def apply(self, old: str) -> str:
         indent = old[: len(old) - len(old.lstrip())]
         if self.text is None:
-            return f"{indent}pass  # ldssan variant: deleted `{old.strip()}`"
+            return f"{indent}{_DELETED} `{old.strip()}`"
         return indent + self.text.strip()
 
 
@@ -87,13 +92,76 @@ def source_of(module: ModuleType | str) -> tuple[str, str]:
         return path, f.read()
 
 
+# -- where a variant came from ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Origin:
+    """The original source of a variant file and its edited lines (line numbers are the
+    same in both: an edit replaces one line by one line)."""
+
+    path: str  # the original file
+    changes: tuple[tuple[int, str, str], ...] = ()  # (line, old text, new text), stripped
+
+    def describe(self) -> list[str]:
+        """`line 57: `fx.gpu.barrier()` -> (deleted)`, one per edited line."""
+        out = []
+        for line, old, new in self.changes:
+            shown = "(deleted)" if new.startswith(_DELETED) else f"`{new}`"
+            out.append(f"line {line}: `{old}` -> {shown}")
+        return out
+
+
+_ORIGINS: dict[str, Origin] = {}
+
+
+def _key(path: str) -> str:
+    return os.path.realpath(path)
+
+
+def register_origin(variant_path: str, origin: Origin) -> None:
+    """Remember that `variant_path` is `origin` edited (load_variant does this; a report
+    read back from JSON does it for the variants it names)."""
+    _ORIGINS[_key(variant_path)] = origin
+
+
+def origin_of(path: str | None) -> Origin | None:
+    """The origin of a variant file this process wrote or read a report of, else None."""
+    if not path or not _ORIGINS:
+        return None
+    return _ORIGINS.get(_key(path))
+
+
+def original_path(path: str) -> str:
+    """The file a report should name for `path`: the original of a variant, else `path`."""
+    origin = origin_of(path)
+    return path if origin is None else origin.path
+
+
+def _compose(path: str, changes: dict[int, tuple[str, str]]) -> Origin:
+    """A variant of a variant names the first original, with both sets of edits (a line
+    edited twice shows its original text and its last new text)."""
+    base = origin_of(path)
+    merged = {n: (old, new) for n, old, new in base.changes} if base is not None else {}
+    for n, (old, new) in changes.items():
+        merged[n] = (merged[n][0] if n in merged else old, new)
+    return Origin(path if base is None else base.path,
+                  tuple((n, old, new) for n, (old, new) in sorted(merged.items()) if old != new))
+
+
 def load_variant(module: ModuleType | str, edits: list[Edit], *, tag: str = "variant") -> ModuleType:
     path, text = source_of(module)
     lines = text.splitlines()
+    changes: dict[int, tuple[str, str]] = {}
     for e in edits:
         if not 1 <= e.line <= len(lines):
             raise ValueError(f"edit line {e.line} is outside {path} ({len(lines)} lines)")
-        lines[e.line - 1] = e.apply(lines[e.line - 1])
+        if e.text is not None and ("\n" in e.text or "\r" in e.text):
+            # one line for one line keeps every other line number the original's
+            raise ValueError(f"edit of {path}:{e.line} spans several lines: {e.text!r}")
+        old = lines[e.line - 1]
+        lines[e.line - 1] = e.apply(old)
+        changes[e.line] = (changes.get(e.line, (old.strip(), ""))[0], lines[e.line - 1].strip())
     new = "\n".join(lines) + "\n"
     ast.parse(new, filename=path)  # an edit that breaks the syntax is the caller's error
     digest = hashlib.sha256(new.encode()).hexdigest()[:10]
@@ -104,6 +172,7 @@ def load_variant(module: ModuleType | str, edits: list[Edit], *, tag: str = "var
     out = os.path.join(_variant_dir(), f"{name}.py")
     with open(out, "w", encoding="utf-8") as f:
         f.write(new)
+    register_origin(out, _compose(path, changes))
     spec = importlib.util.spec_from_file_location(name, out)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod

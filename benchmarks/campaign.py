@@ -5,6 +5,8 @@
     python benchmarks/campaign.py --cluster local:2       # the same on a loopback dask cluster
     python benchmarks/campaign.py --quick                 # RMSNorm only, K = 2 (a smoke run, ~1 min on 2 cores)
     python benchmarks/campaign.py --store c.jsonl --resume  # continue an interrupted run
+    python benchmarks/campaign.py --coop                  # FlyDSL's coop primitives (ldssan.mutate.coop)
+    python benchmarks/campaign.py --all                   # the bundled kernels and the coop primitives
 
 The same as `ldssan mutate <each bundled kernel> -j 2 -k 8 --json - --markdown ...`: each
 kernel's clean baseline is gated first, then every mutant runs once under the sanitizer
@@ -42,9 +44,15 @@ def main() -> int:
     ap.add_argument("--store", default=None, help="JSON-lines result store")
     ap.add_argument("--resume", action="store_true", help="skip the mutants --store already holds")
     ap.add_argument("--quick", action="store_true", help=f"only {QUICK_KERNEL}, K = 2: a smoke run")
+    ap.add_argument("--coop", action="store_true", help="the coop-primitive campaign instead of the bundled one")
+    ap.add_argument("--all", action="store_true", help="the bundled kernels, then the coop primitives")
     args = ap.parse_args()
     if args.quick:
         args.kernels, args.launches = [QUICK_KERNEL], 2
+    elif args.coop or args.all:
+        from ldssan.mutate.coop import COOP
+
+        args.kernels = [*(CAMPAIGNS if args.all else ()), *COOP]
 
     cfg = CampaignConfig(launches=args.launches, jobs=args.jobs, timeout=args.timeout, cluster=args.cluster,
                          store=args.store, resume=args.resume)
@@ -62,7 +70,8 @@ def main() -> int:
     if not args.full_json:
         for k in data["kernels"]:
             k["mutants"] = [{key: m[key] for key in ("id", "status", "sanitizer", "lint", "output_first",
-                                                     "output_fails", "output_launches", "equivalence")}
+                                                     "output_fails", "output_launches", "equivalence",
+                                                     "not_sync_bug", "missed_sync")}
                             | {"rules": [r["code"] for r in m["rules"]], "lint_rules": [r["code"] for r in m["lint_rules"]]}
                             for m in k["mutants"]]
         data.pop("mutants")  # the flat list repeats the rows above

@@ -1,47 +1,35 @@
-"""Virtual gfx1250 throughput on the bundled RMSNorm (64 x 8192 bf16). Prints JSON.
+"""Virtual gfx1250 throughput on the bundled RMSNorm (`--m` rows of `--n` bf16, plain
+emulation). Prints JSON.
 
-Measures lane-ops/s (ops executed per wave x 32 lanes x workgroups, over wall time of the
-launch) and seconds per workgroup, unbatched (one workgroup at a time, the sanitizer's
-default) and batched (64 workgroups on the lane axis). Compile and translation happen in
-a warm-up launch and are excluded; each figure is the best of `--repeat` launches.
+Measures lane-ops/s (ops executed per wave x 32 lanes x workgroups, over the launch's
+execution time) and seconds per workgroup, in the default mode (`emulate()` with no
+options) first, then the explicit per-wave mode (only while it differs from the default)
+and batched (all rows' workgroups on the lane axis). Compile and translation happen in a
+warm-up launch and are excluded; each figure is the best of `--repeat` launches.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import time
 
-import torch
-
-from _common import machine, use_bench_cache
+from _common import kernel_runner, machine, mode_options, modes, pin_one_core, use_bench_cache
+from sanitizer_overhead import rmsnorm_call
 
 
-def measure(M: int, N: int, batch: int, repeat: int) -> dict:
-    from ldssan.kernels.rmsnorm import rmsnorm
-    from ldssan.runtime.emu import emulate
-
-    torch.manual_seed(0)
-    x = torch.randn(M, N, dtype=torch.bfloat16)
-    g = torch.randn(N, dtype=torch.bfloat16)
-    best = None
-    with emulate("round-robin", batch=batch) as cfg:
-        rmsnorm(x, g)  # warm-up: trace, lower, translate
-        for _ in range(repeat):
-            cfg.launches.clear()
-            t0 = time.perf_counter()
-            rmsnorm(x, g)
-            wall = time.perf_counter() - t0
-            rec = cfg.launches[-1]
-            if best is None or rec.seconds < best[0].seconds:
-                best = (rec, wall)
-    rec, wall = best
+def measure(call, m: int, mode: str, repeat: int) -> dict:
+    records: list = []
+    run = kernel_runner(call, m, records=records)(mode, False)
+    run()  # warm-up: trace, lower, translate
+    records.clear()
+    for _ in range(repeat):
+        run()
+    rec = min((recs[0] for _mode, _san, recs in records), key=lambda r: r.seconds)
     return {
-        "batch": batch,
-        "workgroups": M,
+        "options": mode_options(mode, m),
+        "workgroups": m,
         "launch_seconds": round(rec.seconds, 5),
-        "call_seconds": round(wall, 5),
-        "seconds_per_workgroup": round(rec.seconds / M, 6),
+        "seconds_per_workgroup": round(rec.seconds / m, 6),
         "wave_ops": rec.wave_ops,
         "lane_ops": rec.lane_ops,
         "lane_ops_per_second": round(rec.lane_ops / rec.seconds),
@@ -55,15 +43,19 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     use_bench_cache()
-    runs = [measure(args.m, args.n, b, args.repeat) for b in (1, args.m)]
-    print(json.dumps({
+    pinned = pin_one_core()
+    call = rmsnorm_call(args.m, args.n)
+    names = modes(args.m)
+    out = {
         "benchmark": "emu_rmsnorm",
         "kernel": f"ldssan.kernels.rmsnorm {args.m}x{args.n} bf16, 8 waves/workgroup",
-        "machine": machine(),
-        "unbatched": runs[0],
-        "batched": runs[1],
-        "target_lane_ops_per_second": 100_000_000,
-    }, indent=2))
+        "machine": machine(), "pinned_to_one_core": pinned, "modes_measured": names,
+    }
+    if "per_wave" not in names:
+        out["per_wave"] = "the default mode"
+    out.update({mode: measure(call, args.m, mode, args.repeat) for mode in names})
+    out["target_lane_ops_per_second"] = 100_000_000
+    print(json.dumps(out, indent=2))
 
 
 if __name__ == "__main__":

@@ -18,9 +18,12 @@ leaves DSL helpers on gfx942 code paths (docs/architecture.md, "FlyDSL seams").
 from __future__ import annotations
 
 import ctypes
+import enum
 import hashlib
 import os
 import threading
+import types
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -180,20 +183,38 @@ def install() -> None:
         return asm, pcfg
 
     jit_function.MlirCompiler.prepare = classmethod(prepare)
+    jit_function.CompiledArtifact = _artifact_class()
+    jit_function.JitFunction._compile_or_execute = _cached_launch(jit_function.JitFunction._compile_or_execute)
+    _installed = True
 
-    base_artifact = jit_function.CompiledArtifact
 
-    class CompiledArtifact(base_artifact):
-        """Keeps source locations in emulator artifacts: errors name the user's line."""
+def _artifact_class():
+    """FlyDSL's CompiledArtifact, keeping source locations in emulator artifacts (errors
+    name the user's line). Module-level (`frontend.EmuArtifact`, made on first use so this
+    module imports no FlyDSL), so FlyDSL's disk cache can pickle it: a warm process loads
+    an ldssan build instead of compiling it again."""
+    cls = globals().get("EmuArtifact")
+    if cls is not None:
+        return cls
+    from flydsl.compiler.jit_executor import CompiledArtifact
 
+    class EmuArtifact(CompiledArtifact):
         def __init__(self, compiled_module, *args, **kwargs):
             super().__init__(compiled_module, *args, **kwargs)
             if "ldssan.emu" in compiled_module.operation.attributes:
                 self._ir_text = compiled_module.operation.get_asm(enable_debug_info=True)
                 self._ldssan_emu = True
 
-    jit_function.CompiledArtifact = CompiledArtifact
-    _installed = True
+    EmuArtifact.__module__, EmuArtifact.__qualname__ = __name__, "EmuArtifact"
+    globals()["EmuArtifact"] = EmuArtifact
+    return EmuArtifact
+
+
+def __getattr__(name: str):
+    # unpickling an artifact from FlyDSL's disk cache looks the class up here
+    if name == "EmuArtifact":
+        return _artifact_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _split_pipeline(base_pm, pipeline: str):
@@ -209,10 +230,13 @@ def _split_pipeline(base_pm, pipeline: str):
     if "," in sentinel.split("}", 1)[1]:
         raise RuntimeError("ldssan: passes after the ldssan sentinel are not supported")
     mode = "san" if "mode=san" in sentinel else "emu"
+    if mode == "san" and ",device=" in sentinel:
+        mode = "dev"  # instrumented, then the device runtime linked in (ldssan.runtime.device)
     pm = base_pm("builtin.module")
     if before:
         pm.add(before)
-    pm.add(_pass_registry.get(mode, _mark_emu), name=f"ldssan-{mode}")
+    # a device build without its linker must not run as a plain one
+    pm.add(_pass_registry[mode] if mode == "dev" else _pass_registry.get(mode, _mark_emu), name=f"ldssan-{mode}")
     return pm
 
 
@@ -236,15 +260,21 @@ _VIEWS: dict[str, tuple] = {}
 
 
 def clear_caches() -> None:
-    """Forget parsed artifact modules and the source digest (`ldssan.runtime.reset_caches`)."""
+    """Forget parsed artifact modules, launched specializations and the source digest
+    (`ldssan.runtime.reset_caches`)."""
     global _DIGEST
     _VIEWS.clear()
+    _LAUNCHES.clear()
+    LAUNCH_STATS.update(hits=0, misses=0, unkeyed=0)
     _DIGEST = None
 
 
 def _view_of(artifact):
-    """Parse the artifact's module once per process (keyed by its text hash)."""
-    key = hashlib.sha256(artifact._ir_text.encode()).hexdigest()[:20]
+    """Parse the artifact's module once per process (keyed by its text hash, which the
+    artifact remembers: a relaunch does not hash the text again)."""
+    key = getattr(artifact, "_ldssan_view_key", None)
+    if key is None:
+        key = artifact._ldssan_view_key = hashlib.sha256(artifact._ir_text.encode()).hexdigest()[:20]
     got = _VIEWS.get(key)
     if got is None:
         from flydsl.compiler.jit_function import _create_mlir_context
@@ -255,6 +285,140 @@ def _view_of(artifact):
             got = (view_module(module), key)
         _VIEWS[key] = got
     return got
+
+
+# --- launch cache: FlyDSL traces the launcher on every call (its own caches are keyed by the
+# traced IR); a launch of a specialization this process already launched reuses the build.
+
+_LAUNCHES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # JitFunction -> {key: (flydsl key, artifact)}
+LAUNCH_STATS = {"hits": 0, "misses": 0, "unkeyed": 0}  # since the last clear_caches()
+_STATIC = (type(None), bool, int, float, complex, str, bytes)
+
+
+class _Unkeyable(Exception):
+    """A value whose effect on the trace cannot be told from the value: trace as usual."""
+
+
+def _cached_launch(orig):
+    """Wraps `JitFunction._compile_or_execute`. Under an active config, a launch whose
+    `_specialization` key was seen reuses that build: no trace, no module print, only the
+    argument packing and the run. A hit also needs the artifact still in the function's
+    in-memory cache, so code that empties `_mem_cache` to force a rebuild still gets one."""
+
+    def compile_or_execute(self, args, kwargs, *, execute, return_compiled=False):
+        cfg = current()
+        if cfg is None or not execute or return_compiled or _compile_only():
+            return orig(self, args, kwargs, execute=execute, return_compiled=return_compiled)
+        key, bound = _specialization(self, args, kwargs, cfg)
+        hit = None if key is None else _LAUNCHES.get(self, {}).get(key)
+        if hit is not None and self._mem_cache.get(hit[0]) is hit[1]:
+            from flydsl.compiler.jit_function import _build_call_state
+
+            LAUNCH_STATS["hits"] += 1
+            self._last_compiled = hit
+            args_tuple = tuple(bound.arguments.values())
+            return _build_call_state(self._sig, args_tuple, hit[1])(args_tuple)
+        LAUNCH_STATS["misses" if key is not None else "unkeyed"] += 1
+        result = orig(self, args, kwargs, execute=execute, return_compiled=return_compiled)
+        done = self._last_compiled
+        if key is not None and done is not None and _is_emu_artifact(done[1]):
+            _LAUNCHES.setdefault(self, {})[key] = done
+        return result
+
+    return compile_or_execute
+
+
+def _specialization(jf, args, kwargs, cfg):
+    """(key, bound and resolved arguments) of a launch, or (None, None) when it cannot be
+    keyed without tracing (FlyDSL then traces as usual, and reports any bad argument).
+    The key holds what a trace reads: each runtime argument's FlyDSL cache signature (type,
+    dtype, static shape and strides), each Constexpr value, the compile hints, the FlyDSL
+    environment, ldssan's sentinel (mode, options, source digest) and the module globals
+    the launcher's code reaches (`_globals_key`)."""
+    from flydsl._mlir import ir
+    from flydsl.compiler.jit_argument import is_type_param_annotation
+    from flydsl.compiler.protocol import cache_signature
+    from flydsl.expr.typing import Constexpr
+    from flydsl.utils import env
+
+    if ir.Context.current is not None:
+        return None, None
+    jf._ensure_sig()
+    hints = jf._effective_compile_hints()
+    if jf._has_self_param or hints.get("ktrace", env.ktrace.enable) or env.debug.dump_ir or env.debug.dump_asm:
+        return None, None  # a bound instance's state, event tables and dumps belong to the trace
+    params = jf._sig.parameters
+    static = {n for n, p in params.items() if p.annotation is not p.empty
+              and (Constexpr.is_constexpr_annotation(p.annotation) or is_type_param_annotation(p.annotation))}
+    try:
+        bound = jf._sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        jf._resolve_arguments(bound.arguments)
+        parts = tuple((n, _static_key(v) if n in static else cache_signature(v)) for n, v in bound.arguments.items())
+        key = (parts, _static_key(hints), _env_key(), sentinel_fragment(cfg), _globals_key(jf.func))
+        hash(key)
+    except (TypeError, ValueError, _Unkeyable):
+        return None, None
+    return key, bound
+
+
+def _static_key(v):
+    """A hashable, type-tagged form of a plain value (1, 1.0 and True stay apart)."""
+    if isinstance(v, (tuple, list)):
+        return (type(v).__name__, tuple(_static_key(x) for x in v))
+    if isinstance(v, dict):
+        return ("dict", tuple(sorted(((repr(k), _static_key(x)) for k, x in v.items()))))
+    if isinstance(v, (_STATIC, type, enum.Enum)) or type(v).__module__ == "torch" and type(v).__name__ == "dtype":
+        return (type(v), v)
+    raise _Unkeyable(type(v).__name__)
+
+
+def _env_key() -> tuple:
+    """FlyDSL's environment (its options are FLYDSL_* and ARCH); ldssan's own run-time
+    options do not reach the build (the pass's are in the sentinel)."""
+    return tuple(sorted((k, v) for k, v in os.environ.items()
+                        if k.startswith("FLYDSL_") and not k.startswith("FLYDSL_LDSSAN") or k in ("ARCH", "COMPILE_ONLY")))
+
+
+def _globals_key(func) -> tuple:
+    """The module globals the launcher's code reads, followed through the functions,
+    kernels and launchers it calls: plain values by value, anything else by identity. So
+    re-binding a module constant or a kernel (a test's monkeypatch) is a new
+    specialization. Attributes of imported modules and objects are taken as fixed."""
+    out, seen, todo = [], set(), [func]
+    while todo:
+        fn = todo.pop()
+        if id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        names, codes = [], [fn.__code__]
+        while codes:
+            code = codes.pop()
+            names.extend(code.co_names)
+            codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+        cells = [c.cell_contents for c in fn.__closure__ or () if _cell_full(c)]
+        for value in [fn.__globals__[n] for n in names if n in fn.__globals__] + cells:
+            if isinstance(value, types.ModuleType):
+                out.append(id(value))
+                continue
+            inner = getattr(value, "_func", None) or getattr(value, "func", None)
+            if isinstance(value, types.FunctionType):
+                todo.append(value)
+            elif isinstance(inner, types.FunctionType):  # a FlyDSL kernel or launcher
+                todo.append(inner)
+            try:
+                out.append(_static_key(value))
+            except _Unkeyable:
+                out.append(id(value))
+    return tuple(out)
+
+
+def _cell_full(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
 
 
 class EmuCallState:

@@ -1,10 +1,11 @@
 """`ldssan rows` on the bundled RMSNorm (256 x 8192, bf16) with a planted race (the barrier
 publishing the per-wave partials deleted), K = 16 runs: wall seconds for the whole
 explanation, and the cost of taint over plain sanitizing (one sanitized launch against one
-sanitized launch with taint, same policy, translations warm). Prints JSON. Every run
-batches 8 workgroups in lockstep (`--batch`; RMSNorm's workgroups are independent).
+sanitized launch with taint, same policy, translations warm). Prints JSON. The batch is
+`rows`' default: decided from the kernel's IR (RMSNorm's workgroups are independent: 8 in
+lockstep); `--batch N` forces one.
 
-    python benchmarks/rows.py [--rows 256] [--cols 8192] [--runs 16] [--batch 8] [--json out.json]
+    python benchmarks/rows.py [--rows 256] [--cols 8192] [--runs 16] [--batch N] [--json out.json]
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def planted_rmsnorm():
     return load_variant(rms, [Edit(barrier + 1, None)], tag="rows_bench_no_barrier_1")
 
 
-def measure(M: int, N: int, runs: int, rounds: int, batch: int) -> dict:
+def measure(M: int, N: int, runs: int, rounds: int, batch: int | None) -> dict:
     from ldssan import hook, rows
     from ldssan.runtime.emu.taint import tracking
 
@@ -47,6 +48,7 @@ def measure(M: int, N: int, runs: int, rounds: int, batch: int) -> dict:
     rep = rows.explain(call, runs=runs, batch=batch)
     total = time.perf_counter() - t0
 
+    batch = rep.batch  # the overhead pair runs at the batch `explain` used
     sources = rows.taint_sources([v for v in rep.violations if int(v.rule) in rows.RACE_RULES])
     plain, taint = [], []
     for _ in range(rounds):  # alternating, translations already warm from `explain`
@@ -62,6 +64,7 @@ def measure(M: int, N: int, runs: int, rounds: int, batch: int) -> dict:
     out = rep.outputs[0]
     return {
         "kernel": "rmsnorm (barrier publish_partials deleted)", "shape": [M, N], "runs": runs, "batch": batch,
+        "batch_reason": rep.batch_reason,
         "rows_seconds": round(total, 2), "phases_seconds": {k: round(v, 2) for k, v in rep.timings.items()},
         "sanitized_call_seconds": round(p, 3), "taint_sanitized_call_seconds": round(t, 3),
         "taint_overhead": round(t / p, 3),
@@ -77,7 +80,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=256)
     ap.add_argument("--cols", type=int, default=8192)
     ap.add_argument("--runs", type=int, default=16)
-    ap.add_argument("--batch", type=int, default=8, help="workgroups per emulator batch")
+    ap.add_argument("--batch", type=int, default=None, help="workgroups per emulator batch (default: automatic)")
     ap.add_argument("--rounds", type=int, default=3, help="alternating launches for the overhead figure")
     ap.add_argument("--json", help="also write the result here")
     args = ap.parse_args()

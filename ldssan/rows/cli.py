@@ -12,6 +12,14 @@ under K scheduler policies (listed in the output, replayable with --policy); ele
 are not bitwise identical across runs (or, with --reference, not close to the reference)
 are matched to the LDS races whose values reach them.
 
+With --pytest TEST (path/test_x.py::test_y) instead of FILE::FUNC, each run executes that
+one test in-process; the tensor arguments its FlyDSL launches write are the outputs, named
+<jit function>#<launch index>.<parameter>.
+
+--batch (default: auto) runs that many workgroups side by side; auto batches 8 when the
+kernel's IR shows independent workgroups (no global atomics, atomic/volatile flags, fences
+wider than the workgroup, cluster ops or sleeps) and 1 otherwise, and says which.
+
 exit status: 0 nothing varies; 1 some element varies; 2 usage error (bad FILE::FUNC, a
 function that returns no tensor, an unwritable output path)"""
 
@@ -29,12 +37,14 @@ def _cmd(args) -> int:
         for flag, path in (("--json", args.json), ("--png", args.png)):
             if path and (problem := report_path_problem(path)):
                 raise RowsError(f"{flag}: {problem}")
-        fn = resolve(args.target)
+        if (args.target is None) == (args.pytest is None):
+            raise RowsError("give FILE::FUNC or --pytest TEST (one of them)")
+        fn = resolve(args.target) if args.target else None
         ref = resolve(args.reference) if args.reference else None
         observed = _load_observed(args.observed) if args.observed else None
         report = explain(fn, runs=args.runs, reference=ref, row_dim=args.row_dim, policies_=args.policy,
                          progress=sys.stderr.isatty(), rtol=args.rtol, atol=args.atol, observed=observed,
-                         batch=args.batch)
+                         batch=args.batch, pytest=args.pytest)
     except (IsaTargetError, RowsError) as exc:
         print(f"ldssan rows: error: {exc}", file=sys.stderr)
         return 2
@@ -68,15 +78,17 @@ def register(sub) -> None:
     p = sub.add_parser("rows", help="which output rows vary between runs, and which LDS race feeds them",
                        description="Run FUNC K times under different schedules; explain the varying outputs.",
                        epilog=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("target", metavar="FILE::FUNC", help="a .py file (or module) and a function in it")
+    p.add_argument("target", metavar="FILE::FUNC", nargs="?", help="a .py file (or module) and a function in it")
+    p.add_argument("--pytest", metavar="TEST", help="instead of FILE::FUNC: the launches of one pytest test "
+                   "(path/test_x.py::test_y); the tensors they write are the outputs")
     p.add_argument("--runs", type=int, default=16, metavar="K", help="runs (default 16, at least 2)")
     p.add_argument("--reference", metavar="FILE::REF", help="a function returning the expected output(s)")
     p.add_argument("--row-dim", type=int, default=0, help="the axis whose index is a row (default 0)")
     p.add_argument("--policy", action="append", metavar="POLICY",
                    help="scheduler policy of one run, repeated K times (default: a fixed list)")
-    p.add_argument("--batch", type=int, default=1, metavar="N",
-                   help="workgroups in lockstep per emulator batch (faster; 1 for workgroups that wait "
-                        "on each other)")
+    p.add_argument("--batch", type=int, default=None, metavar="N",
+                   help="workgroups in lockstep per emulator batch (default: decided from the kernel's IR, "
+                        "8 when its workgroups are independent, else 1)")
     p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance against --reference")
     p.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance against --reference")
     p.add_argument("--observed", nargs="+", metavar="FILE.pt",

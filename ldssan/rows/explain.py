@@ -9,7 +9,8 @@ Three kinds of run of the same call, with identical inputs (`func()` builds them
    the bytes they store); the taint follows the data to global memory (`runtime/emu/taint`);
 3. plain emulated runs for the remaining policies.
 All K outputs are compared bitwise; a varying element is explained by the races whose
-taint reached it.
+taint reached it. By default each sanitized call picks its batch from its IR (`batching`:
+workgroups side by side only when independent) and the plain runs reuse that choice.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from ldssan.runtime.records import Rule
 from ldssan.runtime.emu import emulate
 from ldssan.runtime.emu.taint import MAX_BITS, TaintSource, tracking
 
+from .batching import AutoBatch
+from .pytest_call import PytestCall
 from .report import OutputRows, RaceRows, RowsReport
 from .variation import RowsError, compare, named_outputs, policies, snapshot
 
@@ -65,16 +68,19 @@ def _progress(enabled: bool):
     return Progress(transient=True)
 
 
-def explain(func, runs: int = 16, reference=None, row_dim: int = 0, *, policies_=None, progress: bool = False,
-            rtol: float = 1e-3, atol: float = 1e-5, observed=None, batch: int = 1) -> RowsReport:
+def explain(func=None, runs: int = 16, reference=None, row_dim: int = 0, *, policies_=None, progress: bool = False,
+            rtol: float = 1e-3, atol: float = 1e-5, observed=None, batch: int | None = None,
+            pytest: str | None = None) -> RowsReport:
     """Run `func()` (it launches FlyDSL kernels and returns the output tensor(s): a tensor, a
     tuple or a dict) `runs` times on the virtual gfx1250 and explain its varying elements.
+    `pytest`: instead of `func`, a test id `path/test_x.py::test_y`; the tensors its launches
+    write are the outputs (`pytest_call.PytestCall`).
 
     `reference`: a function returning the expected output(s) (same structure); elements not
     close to it (`rtol`, `atol`) in any run count as varying too. `row_dim`: the axis whose
     index is a "row". `policies_`: the scheduler policies to use (default: `policies(runs)`).
-    `batch`: workgroups run in lockstep per emulator batch (faster; every run uses it, so
-    workgroups that wait on each other need 1). `observed`: outputs saved from runs elsewhere (a real GPU), one structure per run: the
+    `batch`: workgroups run in lockstep per emulator batch; None (default) decides from each
+    call's IR (`batching.AutoBatch`: batched only when workgroups are independent). `observed`: outputs saved from runs elsewhere (a real GPU), one structure per run: the
     varying elements come from them, the explanation from the virtual gfx1250's two runs.
     """
     if observed is not None:
@@ -83,6 +89,13 @@ def explain(func, runs: int = 16, reference=None, row_dim: int = 0, *, policies_
         runs = 2  # the virtual runs: sanitized, then with taint
     if runs < 2:
         raise RowsError(f"--runs must be at least 2 (got {runs}): variation needs two runs")
+    if batch is not None and batch < 1:
+        raise RowsError(f"--batch must be at least 1 (got {batch})")
+    if (func is None) == (pytest is None):
+        raise RowsError("give either a function or a pytest test id (--pytest), not both or neither")
+    if pytest is not None:
+        func = PytestCall(pytest)
+    auto = AutoBatch() if batch is None else None
     pols = policies(runs, policies_)
     timings: dict[str, float] = {}
     outs = []
@@ -94,7 +107,7 @@ def explain(func, runs: int = 16, reference=None, row_dim: int = 0, *, policies_
                 bar.update(task, advance=1, description=f"ldssan rows: {name}")
 
         t0 = time.perf_counter()
-        with hook.sanitize(pols[0], batch=batch) as col:
+        with hook.sanitize(pols[0], batch=auto or batch) as col:
             outs.append(snapshot(func()))
         timings["sanitize"] = time.perf_counter() - t0
         step("sanitized")
@@ -102,32 +115,52 @@ def explain(func, runs: int = 16, reference=None, row_dim: int = 0, *, policies_
         races = [v for v in violations if int(v.rule) in RACE_RULES]
 
         t0 = time.perf_counter()
-        with tracking(taint_sources(races)) as st, hook.sanitize(pols[1], batch=batch):
+        with tracking(taint_sources(races)) as st, hook.sanitize(pols[1], batch=auto or batch):
             result = func()
-            taints = [st.tensor_taint(t) for _n, t in named_outputs(result)]
+            taints = {n: st.tensor_taint(t) for n, t in named_outputs(result)}
             outs.append(snapshot(result))
         timings["taint"] = time.perf_counter() - t0
         step("taint")
 
         t0 = time.perf_counter()
+        plain = auto.batch if auto else batch  # the sanitized calls' decision, for the whole run
         for p in pols[2:] if observed is None else ():
-            with emulate(str(p), batch=batch):
+            with emulate(str(p), batch=plain):
                 outs.append(snapshot(func()))
             step(str(p))
         timings["emulate"] = time.perf_counter() - t0
 
     ref = snapshot(reference()) if reference is not None else None
-    if ref is not None and [n for n, _ in ref] != [n for n, _ in outs[0]]:
-        raise RowsError(f"the reference returns outputs {[n for n, _ in ref]}, the function {[n for n, _ in outs[0]]}")
     if observed is not None:
         outs = [snapshot(o) for o in observed]
         _same_structure(outs[0], snapshot(result))
+    if isinstance(func, PytestCall):
+        outs = _written_only(func, outs)
+    if ref is not None and [n for n, _ in ref] != [n for n, _ in outs[0]]:
+        raise RowsError(f"the reference returns outputs {[n for n, _ in ref]}, the function {[n for n, _ in outs[0]]}")
     var = compare(outs, ref, rtol=rtol, atol=atol)
-    report = _assemble(pols if observed is None else pols[:2], var, taints, races, row_dim, timings, violations)
-    report.batch = batch
+    report = _assemble(pols if observed is None else pols[:2], var, [taints[v.name] for v in var], races, row_dim,
+                       timings, violations)
+    report.batch = plain
+    report.batch_reason = auto.reason if auto else "given"
+    if isinstance(func, PytestCall):
+        report.pytest = {"test": func.spec, "outcomes": func.outcomes}
     if observed is not None:
         report.runs, report.observed = len(outs), True
     return report
+
+
+def _written_only(call: PytestCall, outs):
+    """The runs' outputs cut to the tensors some launch wrote; every run must have launched
+    the same kernels with the same tensor arguments."""
+    names = [n for n, _ in outs[0]]
+    for k, run in enumerate(outs[1:], 2):
+        if [n for n, _ in run] != names:
+            raise RowsError(f"--pytest {call.spec!r}: run {k} launched {[n for n, _ in run]}, run 1 {names}: "
+                            "the test must make the same launches every time")
+    if not call.written:
+        raise RowsError(f"--pytest {call.spec!r}: its launches wrote none of their tensor arguments {names}")
+    return [[(n, t) for n, t in run if n in call.written] for run in outs]
 
 
 def _same_structure(saved, emulated) -> None:

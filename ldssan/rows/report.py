@@ -9,14 +9,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ldssan.variants import original_path
+
 SCHEMA = "ldssan.rows/1"
 MAX_BINS = 512  # heatmap bins per axis: larger outputs are binned
 
 
-def _where(site) -> str:
+def where(site) -> str:
+    """`file:line:col` of a site or an IR frame (both have .file/.line/.col), paths relative
+    under the working directory, columns 1-based."""
     if site is None:
         return ""
-    path = site.file
+    path = original_path(site.file)  # a variant's race belongs to the file it was made from
     if os.path.isabs(path) and not os.path.relpath(path).startswith(".."):
         path = os.path.relpath(path)  # as the other reports print paths under the working directory
     return f"{path}:{site.line}:{site.col + 1}"  # columns 1-based, as in the text report
@@ -46,7 +50,7 @@ class RaceRows:
     def of(cls, v, index, elements, rows, reached, outputs, *, shared_bit=False) -> "RaceRows":
         other = v.other_site
         return cls(v.code, v.name, getattr(v.cause, "name", str(v.cause)).lower().replace("_", "-"), v.message,
-                   v.kernel, _where(v.site), v.site.text.strip(), _where(other),
+                   v.kernel, where(v.site), v.site.text.strip(), where(other),
                    other.text.strip() if other is not None else "", elements, rows, reached, outputs, index,
                    shared_bit)
 
@@ -84,7 +88,9 @@ class RowsReport:
     timings: dict = field(default_factory=dict)
     violations: list = field(default_factory=list, repr=False)  # every error of the sanitized run
     observed: bool = False  # the runs were given (--observed); `policies` are the 2 virtual runs
-    batch: int = 1  # workgroups per emulator batch in every run (replay with the same batch)
+    batch: int = 1  # workgroups per emulator batch in the plain runs (replay with the same batch)
+    batch_reason: str = "given"  # "given", or the automatic decision and why (`batching.AutoBatch`)
+    pytest: dict | None = None  # --pytest: {"test": id, "outcomes": the test's verdict per run}
 
     @property
     def varying(self) -> int:
@@ -95,8 +101,9 @@ class RowsReport:
         return sum(o.unexplained for o in self.outputs)
 
     def to_dict(self) -> dict:
+        extra = {"pytest": self.pytest} if self.pytest is not None else {}
         return {"schema": SCHEMA, "runs": self.runs, "policies": self.policies, "batch": self.batch,
-                "observed": self.observed,
+                "batch_reason": self.batch_reason, "observed": self.observed, **extra,
                 "outputs": [o.to_dict() for o in self.outputs], "races": [r.to_dict() for r in self.races],
                 "unexplained": self.unexplained, "latent": [r.to_dict() for r in self.latent],
                 "seconds": {k: round(v, 3) for k, v in self.timings.items()}}
@@ -127,7 +134,10 @@ def render(report: RowsReport):
     for o in report.outputs:
         head.add_row(Text(o.name), "×".join(map(str, o.shape)) or "scalar", str(o.varying), _rows_text(o.varying_rows),
                      Text(str(o.unexplained), style="bold red" if o.unexplained else ""))
+    head.caption = f"batch {report.batch}: {report.batch_reason}"
     parts.append(head)
+    if report.pytest is not None:
+        parts.append(Text(f"test {report.pytest['test']}: {', '.join(report.pytest['outcomes'])}"))
     if report.races:
         races = Table(title="races that explain varying elements")
         for col in ("rule", "this access", "other access", "elements", "rows"):

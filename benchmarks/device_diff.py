@@ -10,9 +10,12 @@ device writes one record per lane and granule, the engine one per access).
 
     python benchmarks/device_diff.py [--quick] [--json out.json]
 
-prints {"cases": n, "records_equal": k, "not_linked": m, "rows": [...]}; a case the device
-runtime refuses to link (async/TDM copies: not in the device runtime yet) is a row with
-`"status": "not linked"` and the named error, counted in `not_linked`, never as equal.
+prints {"cases": n, "records_equal": k, "not_linked": m, "code_objects_elf_amdgpu": c,
+"overhead": {...}, "rows": [...]}; a case the device runtime refuses to link (async/TDM
+copies, dynamic LDS: not in the device runtime yet) is a row with `"status": "not linked"`
+and the named error, counted in `not_linked`, never as equal. Every distinct kernel build
+that links is also compiled for gfx1250 (compile-only, `ld.lld` from `ldssan.isa`), and
+`overhead` compares the clean RMSNorm's code object metadata plain vs instrumented.
 """
 
 from __future__ import annotations
@@ -29,7 +32,10 @@ from ldssan.decode import decode
 from ldssan.kernels import gemm as G
 from ldssan.kernels import mega_moe as M
 from ldssan.kernels import rmsnorm as R
+from ldssan.kernels.mega_moe_reference import moe_inputs
+from ldssan.isa.capture import EM_AMDGPU, capture_builds, elf_machine
 from ldssan.runtime.device import DeviceLinkError, emulated
+from ldssan.runtime.device.build import building
 from ldssan.variants import Edit, load_variant
 
 
@@ -69,25 +75,25 @@ def _gemm_call(mod):
 
 
 def _moe_call(mod):
-    gen = torch.Generator().manual_seed(5)
-    t, e, d, inter = 8, 4, 512, 256
-    x = torch.randn(t, d, generator=gen).to(torch.bfloat16)
-    logits = torch.randn(t, e, generator=gen)
-    w1 = (torch.randn(e, 2 * inter, d, generator=gen) / d ** 0.5).to(torch.bfloat16)
-    w2 = (torch.randn(e, d, inter, generator=gen) / inter ** 0.5).to(torch.bfloat16)
-    mod.mega_moe(x, logits, w1, w2)
+    mod.mega_moe(*moe_inputs(torch.Generator().manual_seed(5)))
 
 
 def rmsnorm_bugs() -> dict[str, list]:
-    """RMSNorm's planted one-line bugs (as tests/sanitizer/test_rmsnorm_bugs.py plants them)."""
+    """RMSNorm's planted one-line bugs: the four of tests/sanitizer/test_rmsnorm_bugs.py, and
+    two more for the rules those do not reach (LDS003, LDS031)."""
     b1 = _line(R, "fx.gpu.barrier()", 1)
     b2 = _line(R, "fx.gpu.barrier()", 2)
     load = _line(R, "p = fx.memref_load(partial, lane)")
+    store = _line(R, "fx.memref_store(w_sum, partial, wave)")
     return {
         "a_no_barrier_1": [Edit(b1, None)],
         "b_no_barrier_2": [Edit(b2, None)],
         "c_raw_split_barrier": [Edit(b1, "fx.rocdl.s_barrier_signal(-1); fx.rocdl.s_barrier_wait(-1)")],
         "d_uninit_slot": [Edit(load, "p = fx.memref_load(total, 0)")],
+        # every wave publishes into slot 0: unordered writes (and slots 1..7 never written)
+        "e_waw_slot": [Edit(store, "fx.memref_store(w_sum, partial, 0)")],
+        # wave 0 reads 8 slots past the partials: beyond the workgroup's LDS
+        "f_oob_read": [Edit(load, "p = fx.memref_load(partial, lane + 8)")],
     }
 
 
@@ -148,6 +154,7 @@ def run_case(case: Case) -> dict:
         only_host=sorted(_fmt(k) for k in set(host) - set(dev)),
         only_device=sorted(_fmt(k) for k in set(dev) - set(host)),
         waves_equal=all(host[k]["waves"] == dev[k]["waves"] for k in set(host) & set(dev)),
+        device_waves_subset=all(dev[k]["waves"] <= host[k]["waves"] for k in set(host) & set(dev)),
         workgroups_equal=all(host[k]["workgroups"] == dev[k]["workgroups"] for k in set(host) & set(dev)),
         instances={"host": sum(h["count"] for h in host.values()), "device": len(records),
                    "device_retracted_lds030": len(ring.records()) - len(records)},
@@ -155,6 +162,31 @@ def run_case(case: Case) -> dict:
         seconds={"engine": round(t1 - t0, 3), "device": round(t2 - t1, 3)},
     )
     return row
+
+
+_METADATA = (".vgpr_count", ".sgpr_count", ".group_segment_fixed_size", ".private_segment_fixed_size")
+
+
+def _metadata(isa: str) -> dict:
+    out = {}
+    for line in isa.splitlines():
+        key, _, value = line.strip().partition(":")
+        if key in _METADATA and value.strip().isdigit():
+            out[key.lstrip(".")] = int(value)
+    return out
+
+
+def code_object(case: Case, *, device: bool) -> dict:
+    """A compile-only gfx1250 build of the case's kernel(s) (device runtime linked in, or
+    plain): ELF machine, size and the register / LDS / scratch metadata of each kernel."""
+    mod = load_variant(case.module, case.edits, tag=f"dd_{case.name}") if case.edits else case.module
+    if device:
+        with building():
+            builds = capture_builds(case.call, mod)
+    else:
+        builds = capture_builds(case.call, mod)
+    return {b.kernel: {"elf_amdgpu": elf_machine(b.elf) == EM_AMDGPU, "elf_bytes": len(b.elf), **_metadata(b.isa)}
+            for b in builds}
 
 
 def _fmt(key) -> str:
@@ -167,9 +199,23 @@ def main(argv=None) -> dict:
     ap.add_argument("--quick", action="store_true", help="fewer shapes and policies (what CI runs)")
     ap.add_argument("--json", help="also write the result here")
     args = ap.parse_args(argv)
-    rows = [run_case(c) for c in cases(args.quick)]
+    todo = cases(args.quick)
+    rows = [run_case(c) for c in todo]
+    # one code object per distinct kernel build (a bug's policies share it)
+    objects, built = 0, {}
+    for case, row in zip(todo, rows):
+        key = (case.module.__name__, tuple(case.edits))
+        if row["status"] == "not linked":
+            continue
+        if key not in built:
+            built[key] = code_object(case, device=True)
+            objects += sum(k["elf_amdgpu"] for k in built[key].values())
+        row["code_object"] = built[key]
+    base = todo[0]  # the clean RMSNorm: what the instrumentation costs per kernel
+    overhead = {"case": base.name, "plain": code_object(base, device=False), "device": rows[0].get("code_object")}
     out = {"cases": len(rows), "records_equal": sum(r["status"] == "equal" for r in rows),
-           "not_linked": sum(r["status"] == "not linked" for r in rows), "rows": rows}
+           "not_linked": sum(r["status"] == "not linked" for r in rows), "code_objects_elf_amdgpu": objects,
+           "overhead": overhead, "rows": rows}
     text = json.dumps(out, indent=1)
     print(text)
     if args.json:

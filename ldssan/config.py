@@ -71,6 +71,16 @@ RING_BUDGET_BYTES = 64 << 20
 RING_MAX = RING_BUDGET_BYTES // 32
 
 
+def _isa_mode(raw: str) -> str:
+    low = raw.strip().lower()
+    if low in ("warn", "error", "off"):
+        return low
+    try:
+        return "warn" if _bool(low) else "off"  # FLYDSL_LDSSAN_ISA=1 means warn
+    except ValueError:
+        raise ValueError("expected warn, error, off (or 1/0)") from None
+
+
 def _policy(raw: str) -> str:
     from ldssan.runtime.emu.sched import Policy
 
@@ -82,8 +92,9 @@ OPTIONS = {
     "mode": Option(f"{PREFIX}_MODE", "fail", "fail: a test with violations fails; warn: only report",
                    str.lower, ("fail", "warn")),
     "report": Option(f"{PREFIX}_REPORT", "", "write violations to this path (.sarif -> SARIF, else JSON)", str),
-    "policy": Option(f"{PREFIX}_POLICY", "round-robin",
-                     "virtual gfx1250 scheduler: round-robin, reverse, random(SEED), optionally +early/+random",
+    "policy": Option(f"{PREFIX}_POLICY", "lockstep",
+                     "virtual gfx1250 scheduler: lockstep (a workgroup's waves as one lane array; kernels it "
+                     "cannot run go per wave), round-robin, reverse, random(SEED), optionally +early/+random",
                      _policy),
     "ring": Option(f"{PREFIX}_RING", 4096, f"violation records kept per launch, 1..{RING_MAX} "
                    f"({RING_BUDGET_BYTES >> 20} MiB; overflow is counted)", _int_range(1, RING_MAX)),
@@ -93,6 +104,10 @@ OPTIONS = {
     "lint": Option(f"{PREFIX}_LINT", "warn",
                    "fence-pairing check (LDS040/LDS041): warn (reported, never fails a test), "
                    "error (fails like a violation), off", str.lower, ("warn", "error", "off")),
+    "isa": Option(f"{PREFIX}_ISA", "off",
+                  "also check each sanitized kernel's compiled gfx1250 code (ldssan isa-check, LDS050/LDS052) "
+                  "on an uninstrumented compile-only build: warn (reported, never fails a test; 1 = warn), "
+                  "error (fails like a violation), off", _isa_mode),
     "device": Option(f"{PREFIX}_DEVICE", "auto",
                      "torch's GPU device while ldssan is on: virtual (the virtual gfx1250), off (torch's own), "
                      "auto (virtual when torch has no GPU)", str.lower, ("auto", "virtual", "off")),

@@ -66,15 +66,22 @@ def _make_config(policy, ring: int, batch: int, resident: int = 1) -> EmuConfig:
     locations.install()
     if isinstance(policy, str):
         policy = Policy.parse(policy)
-    cfg = EmuConfig(policy=policy, batch=batch, resident=resident, sanitize=True, pass_options=f"ring={ring}")
+    cfg = EmuConfig(policy=policy, batch=1 if callable(batch) else batch, resident=resident, sanitize=True,
+                    pass_options=f"ring={ring}")
 
     add = collector().add
     coverage = bool(config.get("coverage"))  # read here, so a bad value fails before any launch
+    if config.get("isa") != "off":
+        from .isa import sanitized  # FlyDSL's linker path: loaded only when asked for
+
+        sanitized.install(collector)
 
     def on_finish(outcome):
         add(decode_outcome(outcome, coverage=coverage))
 
     def factory(sites_json, entry, view):
+        if callable(batch):  # per host call, from its IR; the call's Launcher is built after this
+            cfg.batch = batch(view)
         return ShadowSession(sites_json, entry, view, ring_capacity=ring, on_finish=on_finish)
 
     cfg.sanitizer_factory = factory
@@ -112,8 +119,11 @@ def enabled() -> bool:
 
 
 @contextmanager
-def sanitize(policy: "Policy | str" = "round-robin", *, ring: int = 4096, batch: int = 1, resident: int = 1):
-    """Sanitize the FlyDSL launches inside the block; yields the `Collector` of their results."""
+def sanitize(policy: "Policy | str" = "lockstep", *, ring: int = 4096, batch: int = 1, resident: int = 1):
+    """Sanitize the FlyDSL launches inside the block; yields the `Collector` of their results.
+    The default `lockstep` runs a workgroup's waves as one lane array (same verdicts, faster;
+    kernels it cannot run are run per wave); output checks pass a per-wave policy.
+    `batch` may be a function of each host call's `ModuleView` returning that call's batch."""
     col = Collector()
     _collector_stack.append(col)
     try:

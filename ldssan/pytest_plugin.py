@@ -36,7 +36,8 @@ def pytest_addoption(parser):
                     help="sanitize every FlyDSL kernel launch (same as FLYDSL_LDSSAN=1)")
     group.addoption("--ldssan-mode", choices=("fail", "warn"), default=None, help=MODE_HELP)
     group.addoption("--ldssan-policy", default=None,
-                    help="virtual gfx1250 scheduler policy: round-robin, reverse, random(SEED)[+early|+random]")
+                    help="virtual gfx1250 scheduler policy: lockstep (default), round-robin, reverse, "
+                         "random(SEED)[+early|+random]")
     group.addoption("--ldssan-report", default=None, metavar="PATH",
                     help="write all violations to PATH (.sarif for SARIF, otherwise JSON)")
     group.addoption("--ldssan-require-launch", action="store_true", default=False, help=REQUIRE_HELP)

@@ -27,9 +27,10 @@ from ldssan.passes.ir.irview import Block, Function, Loc, ModuleView, Op
 from .ops import load_all
 from ldssan.passes.ir.types import Type
 from .errors import EmulationError, UnsupportedOp, fail_closed
-from .uniformity import analyze
+from .uniformity import analyze, lockstep_refusal
 
-__all__ = ["EmulationError", "Program", "Translator", "UnsupportedOp", "clear_cache", "translate"]
+__all__ = ["EmulationError", "Program", "Translator", "UnsupportedOp", "clear_cache", "translate",
+           "translate_lockstep"]
 
 
 @dataclass
@@ -68,8 +69,10 @@ class Program:
 
 
 class Translator:
-    def __init__(self, view: ModuleView, fn: Function, *, batched: bool = False, taint: bool = False):
+    def __init__(self, view: ModuleView, fn: Function, *, batched: bool = False, taint: bool = False,
+                 lockstep: bool = False):
         self.view = view
+        self.lockstep = lockstep  # the waves of a workgroup as one lane array (wave.LockstepCtx)
         # `ldssan rows`: kernels get taint lines (`taint.emit`); the host function never does
         self.taint = taint and fn.kind == "gpu.func"
         self.batched = batched
@@ -83,7 +86,7 @@ class Translator:
         self._tmp = itertools.count(1)  # M0 is the entry mask
         self.cur_op: Op | None = None
         args = fn.body[0].args if fn.body else ()
-        self.uni = analyze(fn.body, batched=batched)
+        self.uni = analyze(fn.body, batched=batched, lockstep=lockstep)
         self.arg_ids = args
 
     # -- helpers used by emitters ------------------------------------------------------------
@@ -133,6 +136,8 @@ class Translator:
 
     def op(self, op: Op) -> None:
         emit = self.emitters.get(op.name)
+        if self.lockstep and op.name in _LOCKSTEP_EMITTERS:
+            emit = _LOCKSTEP_EMITTERS[op.name]
         if emit is None:
             raise self.unsupported(op, "the virtual gfx1250 has no emitter for this op (`ldssan env` lists the "
                                        "supported ops); unsupported op: please report")
@@ -178,6 +183,18 @@ class Translator:
         return "\n".join(self.lines) + "\n"
 
 
+def _lockstep_tensor_copy(t: Translator, op: Op) -> None:
+    # A TDM op is issued once per wave, with that wave's descriptor: under lockstep only the
+    # waves with an active lane issue it (a per-wave run skips it in the others).
+    g = ", ".join(t.v(x) for x in op.operands[:4])
+    t.out(f"ctx.tdm(R.tdm_copy, {t.mask}, {g}, {op.name.endswith('to.lds')})")
+    t.out("yield ('issue', 'tensor')")
+
+
+_LOCKSTEP_EMITTERS = {"rocdl.tensor.load.to.lds": _lockstep_tensor_copy,
+                      "rocdl.tensor.store.from.lds": _lockstep_tensor_copy}
+
+
 class _Indent:
     def __init__(self, t: Translator):
         self.t = t
@@ -192,16 +209,19 @@ class _Indent:
 _CACHE: dict[str, Program] = {}  # translations by IR key; cleared by ldssan.runtime.reset_caches()
 
 
-def translate(view: ModuleView, fn_name: str, *, batched: bool = False,
+def translate(view: ModuleView, fn_name: str, *, batched: bool = False, lockstep: bool = False,
               cache_key: str | None = None) -> Program:
-    """Translate `fn_name` of `view` (cached by `cache_key`, normally the IR hash)."""
+    """Translate `fn_name` of `view` (cached by `cache_key`, normally the IR hash); `lockstep`:
+    for a `wave.LockstepCtx` (never with taint: `ldssan rows` runs per wave)."""
     taint = _taint.current() is not None
+    if taint and lockstep:
+        raise ValueError("ldssan-emu: lockstep code is never translated with taint")
     if cache_key is not None:
-        cache_key = f"{cache_key}:{int(batched)}" + (":taint" if taint else "")
+        cache_key = f"{cache_key}:{int(batched)}" + (":lockstep" if lockstep else "") + (":taint" if taint else "")
         if cache_key in _CACHE:
             return _CACHE[cache_key]
     fn = view.functions[fn_name]
-    tr = Translator(view, fn, batched=batched, taint=taint)
+    tr = Translator(view, fn, batched=batched, taint=taint, lockstep=lockstep)
     source = tr.translate()
     filename = f"<ldssan-emu:{fn_name}>"
     namespace = {"R": rt, "np": np}
@@ -215,6 +235,32 @@ def translate(view: ModuleView, fn_name: str, *, batched: bool = False,
     return prog
 
 
+_REFUSALS: dict[str, str | None] = {}  # lockstep refusals by IR key (None: lockstep runs it)
+
+
+def translate_lockstep(view: ModuleView, fn_name: str, *, batched: bool,
+                       cache_key: str | None = None) -> tuple[Program | None, str | None]:
+    """The lockstep translation of kernel `fn_name` (`wave.LockstepCtx`), or None and why the
+    kernel cannot run in lockstep: `uniformity.lockstep_refusal`, or an op with no lockstep
+    form (the per-wave translation then names it if it has none there either)."""
+    key = f"{cache_key}:{int(batched)}" if cache_key is not None else None
+    why = _REFUSALS.get(key, "") if key is not None else ""
+    if why == "":  # not decided yet
+        why = lockstep_refusal(view.functions[fn_name].body)
+        if key is not None:
+            _REFUSALS[key] = why
+    if why is not None:
+        return None, why
+    try:
+        return translate(view, fn_name, batched=batched, lockstep=True, cache_key=cache_key), None
+    except (EmulationError, NotImplementedError) as exc:
+        why = f"no lockstep translation: {str(exc).splitlines()[0]}"
+        if key is not None:
+            _REFUSALS[key] = why
+        return None, why
+
+
 def clear_cache() -> None:
     """Forget every translated program (tests; a process that reloads emitters)."""
     _CACHE.clear()
+    _REFUSALS.clear()

@@ -134,13 +134,15 @@ def install() -> None:
     def pipeline_fragments(self, *, compile_hints):
         frags = orig_fragments(self, compile_hints=compile_hints)
         cfg = current()
-        if cfg is None or _compile_only():
+        # a gfx1250 code object with the device runtime linked in (ldssan.runtime.device)
+        device_build = cfg is not None and _compile_only() and "device=" in cfg.pass_options
+        if (cfg is None or _compile_only()) and not device_build:
             # COMPILE_ONLY builds nothing to launch: FlyDSL's own pipeline, untouched
             return frags
         i = frags.index("convert-fly-to-rocdl")
         if frags[i + 1] != "canonicalize":
             raise RuntimeError("ldssan: FlyDSL's pipeline changed shape (no canonicalize after convert-fly-to-rocdl)")
-        return [*frags[: i + 2], sentinel_fragment(cfg)]
+        return [*frags[: i + 2], sentinel_fragment(cfg), *(frags[i + 2:] if device_build else [])]
 
     RocmBackend.pipeline_fragments = pipeline_fragments
 

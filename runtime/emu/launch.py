@@ -31,12 +31,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .codegen import Program, translate
+from . import taint as _taint
+from .codegen import Program, translate, translate_lockstep
 from ldssan.passes.ir.irview import ModuleView, walk
 from .memory import EmuMemoryError, GlobalMemory, LocalMemory
 from .sched import BatchDivergence, Policy, Scheduler
 from ldssan.passes.ir.types import Type, byte_size
-from .wave import WAVE, Budget, WaveCtx
+from .wave import WAVE, Budget, LockstepCtx, LockstepHooks, WaveCtx
 
 LDS_LIMIT = 327680  # gfx1250 addressable LDS per workgroup
 STEP_BUDGET = 50_000_000  # loop iterations per scheduler run (one batch / resident chunk)
@@ -257,6 +258,7 @@ class Launcher:
         self.ir_key = ir_key
         self.sanitizer = sanitizer  # object with .begin_batch(...) -> per-wave hooks, or None
         self.records: list[LaunchRecord] = []
+        self._policy = policy.per_wave  # the policy the current launch runs under
 
     def _key(self, name: str) -> str | None:
         # no content hash -> no caching (a stale translation must never run)
@@ -288,7 +290,11 @@ class Launcher:
         if lds_bytes > LDS_LIMIT:
             raise ValueError(f"ldssan-emu: @{name} needs {lds_bytes} bytes of LDS; gfx1250 has {LDS_LIMIT}")
         dims = cluster_dims(name, grid, cluster)
-        rec = self._current = LaunchRecord(name, grid, block, lds_bytes, str(self.policy), cluster=dims)
+        lockstep, refusal = self._lockstep_program(name, dims)
+        self._policy = self.policy if lockstep is not None else self.policy.per_wave
+        rec = self._current = LaunchRecord(name, grid, block, lds_bytes, str(self._policy), cluster=dims)
+        if refusal:
+            rec.stats["lockstep_refused"] = refusal
         t0 = time.perf_counter()
         if dims is not None:
             clusters = cluster_groups(grid, dims)
@@ -317,9 +323,12 @@ class Launcher:
             if lds is None or lds.n_groups != len(chunk):
                 lds = LocalMemory(lds_bytes, len(chunk), fill=LDS_FILL)
             try:
-                rec.wave_steps += self._run_batch(name, chunk, grid, block, lds, offsets, args)
+                if lockstep is not None:
+                    rec.wave_steps += self._run_lockstep(lockstep, chunk, grid, block, lds, offsets, args)
+                else:
+                    rec.wave_steps += self._run_batch(name, chunk, grid, block, lds, offsets, args)
             except BatchDivergence:
-                if batch == 1:
+                if batch == 1 or lockstep is not None:  # lockstep never re-runs work (refused up front)
                     raise
                 batch = 1  # control flow differs across workgroups: run them one by one
                 lds = None
@@ -338,7 +347,7 @@ class Launcher:
                  for w in range(n_waves)]
         for w in waves:
             _place_in_cluster(w, dims, cluster)
-        if self.policy.delays_ds_stores:
+        if self._policy.delays_ds_stores:
             for w in waves:
                 w.ds_queue = []
         return waves
@@ -348,6 +357,25 @@ class Launcher:
         prog: Program = translate(self.view, name, batched=batched, cache_key=self._key(name))
         waves = self._waves(chunk, 0, grid, block, lds, offsets, batched, Budget(STEP_BUDGET, TIME_LIMIT))
         return self._schedule(prog, [(waves, chunk, lds)], grid, args, len(chunk))
+
+    def _lockstep_program(self, name: str, dims) -> tuple[Program | None, str | None]:
+        """The lockstep translation of kernel @name when this launch runs in lockstep, else
+        None, and why a lockstep launch cannot (see `uniformity.lockstep_refusal`)."""
+        if not self.policy.lockstep:
+            return None, None
+        if dims is not None or self.resident > 1:
+            return None, "cluster and resident launches interleave their workgroups"
+        if _taint.current() is not None:
+            return None, "taint runs (ldssan rows) run per wave"
+        return translate_lockstep(self.view, name, batched=self.batch > 1, cache_key=self._key(name))
+
+    def _run_lockstep(self, prog, chunk, grid, block, lds, offsets, args) -> int:
+        budget = Budget(STEP_BUDGET, TIME_LIMIT)
+        parts = self._waves(chunk, 0, grid, block, lds, offsets, len(chunk) > 1, budget)
+        ls = LockstepCtx(parts, groups=chunk, block=block, grid=grid, lds=lds, gmem=self.gmem,
+                         lds_offsets=offsets, budget=budget, batched=self.batch > 1)
+        _place_in_cluster(ls, None, None)
+        return self._schedule(prog, [(parts, chunk, lds)], grid, args, len(chunk), lockstep=ls)
 
     def _run_resident(self, name, clusters, grid, block, lds_bytes, offsets, args, dims) -> int:
         """Run `clusters` (lists of workgroups; one workgroup each without cluster dims)
@@ -363,8 +391,10 @@ class Launcher:
                 teams.append((waves, [group], lds))
         return self._schedule(prog, teams, grid, args, 1)
 
-    def _schedule(self, prog, teams, grid, args, lanes_per_wave_group: int) -> int:
-        """Run the waves of every team together under one scheduler."""
+    def _schedule(self, prog, teams, grid, args, lanes_per_wave_group: int,
+                  lockstep: LockstepCtx | None = None) -> int:
+        """Run the waves of every team together under one scheduler (`lockstep`: the one
+        context that runs the waves of the only team)."""
         ends = {}
         if self.sanitizer is not None:
             for waves, chunk, lds in teams:
@@ -373,15 +403,27 @@ class Launcher:
                     ends[id(w)] = end
         on_end = (lambda ctx: ends[id(ctx)](ctx)) if ends else None
         all_waves = [w for waves, _c, _l in teams for w in waves]
-        sched = Scheduler(prog, all_waves, args, self.policy, on_wave_end=on_end)
+        if lockstep is not None:
+            all_waves = [lockstep]
+            if ends:
+                lockstep.san = LockstepHooks(lockstep)
+                lockstep.lds_oob_ok = lockstep.parts[0].lds_oob_ok
+                on_end = _end_parts(on_end)
+        sched = Scheduler(prog, all_waves, args, self._policy, on_wave_end=on_end)
         sched.run()
         if self.sanitizer is not None:
             self.sanitizer.end_batch()
         rec = self._current
-        ops = sum(w.nops for w in all_waves) * lanes_per_wave_group
+        ops = sum(w.nops * (w.n_waves if w.lockstep else 1) for w in all_waves) * lanes_per_wave_group
         rec.wave_ops += ops
         rec.lane_ops += ops * WAVE
         return sched.steps
+
+
+def _end_parts(on_end):
+    """A lockstep context ends: each of its waves ends (the engine's wave_end, per wave)."""
+    return lambda ctx: [on_end(part) for part in ctx.parts]
+
 
 
 class HostCtx:

@@ -71,7 +71,11 @@ class Policy:
 
     `late`: copies at their covering wait; ds stores at the wave's next dscnt wait, fence,
     fenced barrier or LDS load (the most adversarial legal timing). `early`: both at issue.
-    `random`: at random points in between."""
+    `random`: at random points in between.
+
+    `lockstep`: the waves of a workgroup run as one lane array (`wave.LockstepCtx`), stores
+    and copies landing at issue; a kernel that cannot run so (`uniformity.lockstep_refusal`)
+    runs under `per_wave`."""
 
     order: str = "round-robin"
     seed: int = 0
@@ -81,21 +85,34 @@ class Policy:
     def delays_ds_stores(self) -> bool:
         return self.async_completion != "early"
 
+    @property
+    def lockstep(self) -> bool:
+        return self.order == "lockstep"
+
+    @property
+    def per_wave(self) -> "Policy":
+        """The per-wave policy a lockstep launch falls back to (the policy itself otherwise)."""
+        return Policy() if self.lockstep else self
+
     @classmethod
     def parse(cls, text: str) -> "Policy":
         """`round-robin`, `reverse`, `random(7)`, optionally `+late|early|random` (e.g. `random(3)+early`)."""
         text = text.strip()
+        if text == "lockstep":
+            return cls("lockstep", 0, "early")
         order, _, comp = text.partition("+")
         comp = comp or "late"
         m = re.fullmatch(r"(round-robin|rr|reverse|random)(?:\((\d+)\))?", order.strip())
         if not m or comp not in ASYNC:
             raise ValueError(
                 f"unknown scheduler policy {text!r}: use round-robin, reverse or random(SEED), "
-                f"optionally followed by +late, +early or +random")
+                f"optionally followed by +late, +early or +random; or lockstep")
         name = "round-robin" if m.group(1) == "rr" else m.group(1)
         return cls(name, int(m.group(2) or 0), comp)
 
     def __str__(self) -> str:
+        if self.lockstep:
+            return "lockstep"
         order = f"random({self.seed})" if self.order == "random" else self.order
         return order if self.async_completion == "late" else f"{order}+{self.async_completion}"
 
@@ -400,7 +417,8 @@ class Scheduler:
     def _name(self, w: int) -> str:
         ctx = self.waves[w]
         teams = len(self.team_live) > 1
-        return f"workgroup {ctx.team} wave {ctx.wave}" if teams else f"wave {ctx.wave}"
+        wave = f"waves 0-{ctx.n_waves - 1} (lockstep)" if getattr(ctx, "lockstep", False) else f"wave {ctx.wave}"
+        return f"workgroup {ctx.team} {wave}" if teams else wave
 
     def _deadlock_message(self, head: str = "ldssan-emu: deadlock — every live wave is blocked:") -> str:
         lines = [head]

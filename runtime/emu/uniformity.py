@@ -8,7 +8,10 @@ A value is per-lane when an operand is, when the op is a per-lane source (thread
 atomics returning old values, cross-lane shuffles), or when it is the result of a region op
 whose control is per-lane (scf.if on a per-lane condition merges two sides). Loop-carried
 values are solved to a fixpoint. Workgroup ids are per-lane because workgroups are batched
-along the lane axis.
+along the lane axis; under lockstep (the waves of a workgroup as one lane array) wave ids
+and everything uniform only per wave are per-lane too.
+
+`lockstep_refusal` decides, before a launch runs, whether a kernel may run in lockstep.
 """
 
 from __future__ import annotations
@@ -53,10 +56,16 @@ def _reads_lds(op: Op) -> bool:
     return op.name == "llvm.load" and op.operand_types[0].kind == "ptr" and op.operand_types[0].width == 3
 
 
+# Uniform per wave only: per-lane when the waves of a workgroup run as one lane array.
+WAVE_ONLY = frozenset({"rocdl.wave.id", "gpu.subgroup_id", "rocdl.readfirstlane", "rocdl.readlane",
+                       "rocdl.ballot"})
+
+
 class Uniformity:
-    def __init__(self, batched: bool) -> None:
+    def __init__(self, batched: bool, lockstep: bool = False) -> None:
         self.varying: set[int] = set()
         self.batched = batched
+        self.lockstep = lockstep
 
     def is_uniform(self, vid: int) -> bool:
         return vid not in self.varying
@@ -84,6 +93,8 @@ class Uniformity:
                 self.run(region)
             if any(v in self.varying for v in op.operands):
                 self._mark(op.results)
+        elif name in WAVE_ONLY and self.lockstep:
+            self._mark(op.results)
         elif name in UNIFORM_SOURCES or (name in GROUP_UNIFORM and not self.batched):
             return
         elif name in GROUP_UNIFORM or name in LANE_SOURCES or name.startswith(LANE_SOURCE_PREFIXES) \
@@ -140,8 +151,80 @@ class Uniformity:
                 break
 
 
-def analyze(blocks: list[Block], *, batched: bool, varying_args: tuple[int, ...] = ()) -> Uniformity:
-    u = Uniformity(batched)
+def analyze(blocks: list[Block], *, batched: bool, lockstep: bool = False,
+            varying_args: tuple[int, ...] = ()) -> Uniformity:
+    u = Uniformity(batched, lockstep)
     u.varying.update(varying_args)
     u.run(blocks)
     return u
+
+
+
+# -- may a kernel run in lockstep? ---------------------------------------------------------------
+BARRIER_OPS = frozenset({"gpu.barrier", "rocdl.s.barrier", "rocdl.barrier", "rocdl.s.barrier.signal",
+                         "rocdl.s.barrier.wait", "rocdl.s.barrier.signal.isfirst"})
+ATOMIC_OPS = frozenset({"llvm.atomicrmw", "llvm.cmpxchg"})
+# operands the run-time code reads as one number (`int(...)`): they must stay uniform
+SCALAR_OPERANDS = {"rocdl.mbcnt.lo": (0,), "rocdl.mbcnt.hi": (0,), "rocdl.permlanex16": (2, 3)}
+
+
+class _Reach(Uniformity):
+    """Values computed (through SSA and control dependence) from the result of an atomic."""
+
+    def op(self, op: Op) -> None:
+        if op.regions:
+            super().op(op)
+        elif op.name in ATOMIC_OPS or any(v in self.varying for v in op.operands):
+            self._mark(op.results)
+
+
+def _controls(op: Op) -> tuple[int, ...]:
+    """The operands that decide which lanes run an op's regions."""
+    if op.name == "scf.if":
+        return op.operands[:1]
+    if op.name == "scf.for":
+        return op.operands[:3]
+    return ()
+
+
+def lockstep_refusal(blocks: list[Block]) -> str | None:
+    """Why the waves of a workgroup cannot run this kernel as one lane array, or None.
+
+    Lockstep runs every wave through the same instruction stream under exec masks, so a
+    barrier must be reached by every lane at once (not under control that differs across
+    waves, lanes or batched workgroups: per-wave barrier sequences); a `while` loop may spin
+    on a flag another wave or workgroup sets, which lockstep would never let it see; a global
+    atomic whose result steers control flow is a cross-workgroup protocol (a ticket, a
+    last-block count) whose order lockstep would fix. Decided from the IR before anything
+    runs, so a refused kernel falls back to the per-wave scheduler with no side effect."""
+    per_wave = analyze(blocks, batched=True)
+    lock = analyze(blocks, batched=True, lockstep=True)
+    wave_varying = lock.varying - per_wave.varying
+    reach = _Reach(batched=True)
+    reach.run(blocks)
+    return _refuse(blocks, lock, wave_varying, reach, False)
+
+
+def _refuse(blocks, lock, wave_varying, reach, divergent: bool) -> str | None:
+    for blk in blocks:
+        for op in blk.ops:
+            where = f"'{op.name}' at {op.loc}"
+            if op.name == "scf.while":
+                return f"{where}: a while loop (it may spin on another wave or workgroup)"
+            if op.name in BARRIER_OPS and divergent:
+                return f"{where}: a barrier under control flow that differs across waves or lanes"
+            ctl = _controls(op)
+            if any(v in reach.varying for v in ctl):
+                return f"{where}: control flow decided by an atomic's result"
+            for i in SCALAR_OPERANDS.get(op.name, ()):
+                if i < len(op.operands) and op.operands[i] in wave_varying:
+                    return f"{where}: an operand that differs across waves where one value is needed"
+            if op.name == "llvm.call" and any(v in wave_varying and t.kind == "int"
+                                              for v, t in zip(op.operands, op.operand_types)):
+                return f"{where}: a call operand that differs across waves where one value is needed"
+            inner = divergent or any(v in lock.varying for v in ctl)
+            for region in op.regions:
+                why = _refuse(region, lock, wave_varying, reach, inner)
+                if why:
+                    return why
+    return None

@@ -121,6 +121,8 @@ class Copy:
 
 
 class WaveCtx:
+    lockstep = False  # one wave (LockstepCtx: the waves of a workgroup as one lane array)
+
     def __init__(self, *, wave: int, n_waves: int, groups: list[tuple[int, int, int]],
                  block: tuple[int, int, int], grid: tuple[int, int, int], lds, gmem,
                  lds_offsets: dict[str, int], batched: bool, budget: Budget, team: int = 0):
@@ -207,3 +209,93 @@ class WaveCtx:
         for q in self.pending.values():
             while q:
                 q.popleft().complete()
+
+
+class LockstepCtx(WaveCtx):
+    """The waves of B workgroups as one lane array (policy `lockstep`): lane
+    (g*W + w)*32 + l is lane l of wave w of batched workgroup g, so every 32-lane block is
+    one wave and the cross-lane ops stay within it (`lane_base`). `parts` are the per-wave
+    contexts (each over its B workgroups, lane g*32 + l): they keep what is per wave — the
+    sanitizer's hooks and the TDM issue.
+
+    Lockstep is one legal schedule: every wave runs each instruction at the same time, ds
+    stores and copies land at issue (the `early` timing), barriers are phase points reached
+    by every lane at once (`uniformity.lockstep_refusal` keeps out kernels where they are not).
+    """
+
+    lockstep = True
+
+    def __init__(self, parts: list[WaveCtx], *, groups, block, grid, lds, gmem, lds_offsets, budget,
+                 batched: bool, team=0):
+        B, W = len(groups), len(parts)
+        super().__init__(wave=0, n_waves=W, groups=list(groups) * W, block=block, grid=grid, lds=lds,
+                         gmem=gmem, lds_offsets=lds_offsets, batched=False, budget=budget, team=team)
+        self.parts = parts
+        block_id = np.arange(B * W, dtype=np.int64)  # (g, w) blocks of 32 lanes
+        g, w = block_id // W, block_id % W
+        self.wave = np.repeat(w, WAVE)
+        self.lane_base = np.repeat(block_id * WAVE, WAVE)
+        self.group_base = np.repeat(g * lds.lds_bytes, WAVE)
+        # lanes of each part, in the part's own order (g*32 + l)
+        self.index = [((np.arange(B)[:, None] * W + k) * WAVE + np.arange(WAVE)).reshape(-1) for k in range(W)]
+        self.mask = self._gather(p.mask for p in parts)
+        self.mask_full = bool(self.mask.all())
+        self.tid = tuple(self._gather(p.tid[d] for p in parts) for d in range(3))
+        if batched:  # code translated for batches: workgroup ids per lane
+            gids = np.array(groups, dtype=np.int64).reshape(B, 3)
+            self.bid = tuple(np.repeat(gids[:, d], W * WAVE) for d in range(3))
+        self.groups_active = np.ones(B * W, dtype=bool)
+
+    def _gather(self, per_part) -> np.ndarray:
+        """One per-lane array from the parts' per-lane arrays."""
+        out = None
+        for idx, a in zip(self.index, per_part):
+            a = np.broadcast_to(np.asarray(a), idx.shape)
+            if out is None:
+                out = np.empty(self.L, dtype=a.dtype)
+            out[idx] = a
+        return out
+
+    def split(self, mask, values):
+        """(part, its lanes of `values`, its mask) for every wave with an active lane: per-lane
+        values (first axis L) are cut to the wave's lanes, uniform ones passed as they are."""
+        mask = np.broadcast_to(mask, (self.L,))
+        L = self.L
+        for part, idx in zip(self.parts, self.index):
+            m = mask[idx]
+            if m.any():
+                yield part, [v[idx] if isinstance(v, np.ndarray) and v.ndim and v.shape[0] == L else v
+                             for v in values], m
+
+    def issue(self, counter: str, copy) -> None:
+        copy.complete()  # lockstep copies land at issue
+
+    def tdm(self, tdm_copy, mask, g0, g1, g2, g3, to_lds: bool) -> None:
+        """A TDM op (`tdm_copy`: rt's, which imports this module): one per wave with an active
+        lane, with that wave's descriptor."""
+        for part, gs, _m in self.split(mask, (g0, g1, g2, g3)):
+            tdm_copy(part, *gs, to_lds).complete()
+
+    def drain(self) -> None:
+        super().drain()
+        for p in self.parts:
+            p.drain()
+
+
+class LockstepHooks:
+    """`ctx.san` of a lockstep context: each hook call goes to the hooks of every wave with an
+    active lane, with that wave's lanes, so the happens-before engine sees the events of each
+    wave as a per-wave run produces them."""
+
+    def __init__(self, ctx: LockstepCtx):
+        self.ctx = ctx
+
+    def __getattr__(self, method):
+        split = self.ctx.split
+
+        def call(site, *args):
+            *values, mask = args
+            for part, vals, m in split(mask, values):
+                getattr(part.san, method)(site, *vals, m)
+        setattr(self, method, call)  # built once per hook name
+        return call

@@ -1,0 +1,195 @@
+"""Run the device runtime on the virtual gfx1250: the proof without hardware.
+
+`emulated(policy)` makes FlyDSL launches inside the block build the instrumented kernel,
+link the device runtime into it (`link.py`) and run the linked IR as plain kernel code on
+the virtual gfx1250 — no Python happens-before engine is involved: every shadow update,
+check and record is the kernel's own LDS and global traffic, atomics included. The
+records land in a global buffer with the ring header, read back as a validated `Ring`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ..records import Record, RecordFormatError, Ring, Rule
+from . import layout as L
+
+DEFAULT_CAPACITY = 16384  # records the buffer holds (512 KiB)
+
+
+class RecordBuffer:
+    """The process's device record buffer: a CPU tensor the kernel reaches by its address
+    (baked into the linked IR, and into the build's cache key). Kept for the process's
+    lifetime, so an address in a cached build never dangles."""
+
+    def __init__(self, capacity: int = DEFAULT_CAPACITY):
+        import torch
+
+        self.capacity = capacity
+        self.tensor = torch.zeros(L.RECORDS_AT + capacity * 32, dtype=torch.uint8)
+        self.addr = self.tensor.data_ptr()
+        self.launch = 0
+
+    def reset(self, capacity: int | None = None) -> None:
+        cap = self.capacity if capacity is None else capacity
+        if not 0 < cap <= self.capacity:
+            raise ValueError(f"ldssan device runtime: capacity {cap} outside 1..{self.capacity}")
+        self.tensor.zero_()
+        self._header(cap, 0, 0)
+
+    def next_launch(self) -> int:
+        """A launch id for the records of the next launch (the kernel reads it)."""
+        self.launch += 1
+        cap, written, dropped, _launch, _pad = L.RING_HEADER.unpack(self._raw(L.RECORDS_AT))
+        self._header(cap, written, dropped)
+        return self.launch
+
+    def _header(self, cap: int, written: int, dropped: int) -> None:
+        head = L.RING_HEADER.pack(cap, written, dropped, self.launch & 0xFFFFFFFF, 0)
+        self.tensor[: L.RECORDS_AT].numpy()[:] = np.frombuffer(head, np.uint8)
+
+    def _raw(self, n: int) -> bytes:
+        return self.tensor[:n].numpy().tobytes()
+
+    def ring(self) -> Ring:
+        """The buffer as a validated `Ring` (header + kept records), `Ring.from_bytes`'s checks."""
+        cap, written, dropped, _launch, _pad = L.RING_HEADER.unpack(self._raw(L.RECORDS_AT))
+        if cap > self.capacity:
+            raise RecordFormatError(f"ldssan device runtime: header capacity {cap} over the buffer's {self.capacity}")
+        kept = min(written, cap)
+        body = self.tensor[L.RECORDS_AT: L.RECORDS_AT + 32 * kept].numpy().tobytes()
+        return Ring.from_bytes(Ring.HEADER.pack(cap, written, dropped) + body)
+
+
+_BUFFER: RecordBuffer | None = None
+
+
+def record_buffer() -> RecordBuffer:
+    global _BUFFER
+    if _BUFFER is None:
+        _BUFFER = RecordBuffer()
+    return _BUFFER
+
+
+def source_digest() -> str:
+    """Hash of the device runtime's sources: editing them changes the build's cache key."""
+    here = os.path.dirname(__file__)
+    h = hashlib.sha256()
+    for name in sorted(os.listdir(here)):
+        if name.endswith(".py"):
+            with open(os.path.join(here, name), "rb") as f:
+                h.update(name.encode() + b"\0" + f.read())
+    return h.hexdigest()[:12]
+
+
+def retract_uninit(records: list[Record]) -> list[Record]:
+    """Drop each LDS030 whose read another wave's write raced (an LDS001/LDS002 record
+    naming that read, wave, workgroup and byte), as the host engine retracts them
+    (MODEL.md §7). Done here, on the host, because a record in the buffer cannot be
+    taken back once written."""
+    raced = set()
+    for r in records:
+        if r.rule == Rule.RAW_UNPUBLISHED:  # the read is the second access
+            raced.add((r.site, r.wave, r.workgroup, r.launch, r.lds_offset))
+        elif r.rule == Rule.WAR_REUSE:  # the read is the first
+            raced.add((r.other_site, r.other_wave, r.workgroup, r.launch, r.lds_offset))
+    return [r for r in records if not (r.rule == Rule.UNINIT_READ and
+                                       (r.site, r.wave, r.workgroup, r.launch, r.lds_offset) in raced)]
+
+
+@dataclass
+class DeviceRun:
+    """What one `emulated()` block produced: the buffer and each launch's site table."""
+
+    buffer: RecordBuffer
+    config: object = None  # the block's EmuConfig: its `launches` give each launch's grid
+    launches: list[tuple[int, str]] = field(default_factory=list)  # (launch id, site table JSON)
+    starts: list[int] = field(default_factory=list)  # len(config.launches) when each began
+
+    def ring(self) -> Ring:
+        """The buffer as written (`workgroup` still the packed block id, layout.WG_*)."""
+        return self.buffer.ring()
+
+    def records(self) -> list[Record]:
+        """Every record of the block: linear workgroup ids, LDS030 retractions applied."""
+        grids = self._grids()
+        out = [replace(r, workgroup=L.linear_workgroup(r.workgroup, grids.get(r.launch)))
+               for r in self.ring().records()]
+        return retract_uninit(out)
+
+    def _grids(self) -> dict[int, tuple | None]:
+        done = self.config.launches if self.config is not None else []
+        out = {}
+        for i, (launch, _sites) in enumerate(self.launches):
+            end = self.starts[i + 1] if i + 1 < len(self.starts) else len(done)
+            grids = {tuple(rec.grid) for rec in done[self.starts[i]:end]}
+            for g in grids:
+                if any(n > lim for n, lim in zip(g, L.WG_LIMITS)):
+                    raise RecordFormatError(f"ldssan device runtime: grid {g} exceeds the packed workgroup id's "
+                                            f"range {L.WG_LIMITS}")
+            out[launch] = grids.pop() if len(grids) == 1 else None  # kernels of one call, different grids
+        return out
+
+
+def _device_pass(op, pass_=None) -> None:
+    """The pass at the `ldssan{mode=san,device=...}` sentinel: instrument, then link."""
+    from ldssan.passes.instrument import instrument_pass
+
+    from ..emu import frontend
+    from .link import DeviceLinkError, link
+
+    cfg = frontend.current()
+    opts = dict(kv.split("=", 1) for kv in (cfg.pass_options if cfg else "").split(",") if "=" in kv)
+    if "ctx" not in opts:
+        raise RuntimeError("ldssan device runtime: linked outside `emulated()` (no record buffer address)")
+    instrument_pass(op, pass_)
+    try:
+        link(op, int(opts["ctx"], 16))
+    except DeviceLinkError as e:
+        _LINK_FAILURES.append(e)  # FlyDSL re-raises a pass failure as its own error type
+        raise
+
+
+_LINK_FAILURES: list = []
+
+
+@contextmanager
+def emulated(policy="round-robin", *, capacity: int | None = None, resident: int = 1):
+    """FlyDSL launches inside the block run instrumented, with the device runtime linked
+    in, on the virtual gfx1250. Yields a `DeviceRun`; read `run.records()` after."""
+    from ..emu import frontend
+    from ..emu.sched import Policy
+
+    buf = record_buffer()
+    buf.reset(capacity)
+    run = DeviceRun(buf)
+
+    def on_launch(sites_json, entry, view):
+        # called before each launch: give it a launch id, keep its site table, and return
+        # no engine -- the kernel checks itself
+        run.launches.append((buf.next_launch(), sites_json))
+        run.starts.append(len(cfg.launches))
+        return None
+
+    frontend.register_pass("dev", _device_pass)
+    cfg = frontend.EmuConfig(policy=Policy.parse(policy) if isinstance(policy, str) else policy, sanitize=True,
+                             resident=resident,
+                             pass_options=f"device={source_digest()},ctx={buf.addr:x}",
+                             sanitizer_factory=on_launch)
+    run.config = cfg
+    from .link import DeviceLinkError
+
+    _LINK_FAILURES.clear()
+    with frontend.active(cfg):
+        try:
+            yield run
+        except Exception as exc:
+            # a link refusal reaches the caller as DeviceLinkError, whatever FlyDSL wrapped it in
+            if _LINK_FAILURES and not isinstance(exc, DeviceLinkError):
+                raise _LINK_FAILURES.pop() from exc
+            raise

@@ -1,0 +1,199 @@
+"""Link the device runtime into an instrumented module: the `__ldssan_*` declarations the
+pass left become definitions (hooks_ir.py), every hook call is inlined, and each kernel
+zeroes its workgroup's shadow first. The result has no `__ldssan_*` call left: the same IR
+runs on the virtual gfx1250 and goes to LLVM's AMDGPU backend.
+
+Fails closed (`DeviceLinkError`, naming the site and its Python line): copies (async / TDM
+hooks, not in the device runtime yet), dynamic LDS (the shadow covers static LDS only) and
+a shadow that does not fit in LDS next to the kernel's own.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from .hooks_ir import NOT_YET, Hooks
+from .layout import ShadowLayout
+
+LDS_LIMIT = 327680  # gfx1250 LDS per workgroup
+MAX_WAVES = 32  # 1024 threads: used when a kernel does not state its block size
+INIT = "__ldssan_init"
+
+
+class DeviceLinkError(RuntimeError):
+    """The device runtime cannot be linked into this kernel; the message says why and where."""
+
+
+def _ir():
+    from flydsl._mlir import ir
+
+    return ir
+
+
+def _name(op) -> str:
+    return str(op.attributes["sym_name"]).strip('"')
+
+
+def _callee(op) -> str | None:
+    if op.name != "llvm.call" or "callee" not in op.attributes:
+        return None
+    return str(op.attributes["callee"]).lstrip("@")
+
+
+def _where(sites: list, site: int) -> str:
+    s = sites[site] if 0 <= site < len(sites) else {}
+    return f"site {site} ({s.get('op', '?')} at {s.get('file', '?')}:{s.get('line', '?')})"
+
+
+def _site_of(call) -> int:
+    m = re.search(r"arith\.constant (\d+) : i32", str(call.operands[0].owner))
+    return int(m.group(1)) if m else -1
+
+
+def _lds_bytes(body, gpu_name: str) -> int:
+    """Static LDS of the gpu.module, laid out as the emulator and LLVM lay it out
+    (declaration order, each global at its alignment, the end rounded to 16)."""
+    from ldssan.passes.ir.types import byte_size, parse_type
+
+    cur = 0
+    for o in body.operations:
+        op = o.operation
+        if op.name != "llvm.mlir.global" or "addr_space" not in op.attributes:
+            continue
+        if int(str(op.attributes["addr_space"]).split(":")[0]) != 3:
+            continue
+        size = byte_size(parse_type(str(op.attributes["global_type"].value)))
+        if size == 0:
+            raise DeviceLinkError(f"ldssan device runtime: @{_name(op)} in {gpu_name} is dynamic LDS; the "
+                                  "device shadow covers static LDS only (not yet: dynamic LDS)")
+        align = int(str(op.attributes["alignment"]).split(":")[0]) if "alignment" in op.attributes else 1
+        cur = (cur + align - 1) // align * align + size
+    return (cur + 15) // 16 * 16
+
+
+def _blocks(kernels) -> list[tuple[int, int, int] | None]:
+    """Each kernel's known block size (FlyDSL states it), or None."""
+    out = []
+    for k in kernels:
+        attr = k.attributes["known_block_size"] if "known_block_size" in k.attributes else None
+        out.append(None if attr is None else tuple(int(x) for x in re.findall(r"\d+", str(attr).split(":", 1)[1])))
+    return out
+
+
+def _waves(blocks) -> int:
+    if any(b is None for b in blocks):
+        return MAX_WAVES
+    return max(1, max(-(-(b[0] * b[1] * b[2]) // 32) for b in blocks))
+
+
+_CALL = re.compile(r"^\s*llvm\.call @(?P<hook>__ldssan_\w+)\((?P<args>[^)]*)\)\s*:.*$")
+_DECL = re.compile(r"^\s*llvm\.func @__ldssan_\w+\(.*$")
+_NAME = re.compile(r"%([A-Za-z_][\w$.]*)")
+
+
+def _inline_text(text: str, bodies: dict, shadow_global: str) -> str:
+    """Write each hook's body in place of its calls (parameters bound to the call's
+    operands, the body's own names made unique per call), drop the declarations and add
+    the shadow global just before the first kernel (after the kernel's LDS globals).
+
+    A textual inliner: MLIR's `inline` pass does not inline into gpu.func bodies in the
+    MLIR FlyDSL 0.5.0 ships, and the bodies are our own text, so their names are known."""
+    out: list[str] = []
+    n = 0
+    placed = False
+    for line in text.splitlines():
+        if _DECL.match(line):
+            continue
+        if not placed and line.lstrip().startswith("gpu.func "):
+            out.append(shadow_global)
+            placed = True
+        m = _CALL.match(line)
+        if m is None:
+            out.append(line)
+            continue
+        hook = bodies.get(m["hook"])
+        if hook is None:
+            raise DeviceLinkError(f"ldssan device runtime: no body for @{m['hook']}")
+        args = [a.strip() for a in m["args"].split(",") if a.strip()]
+        if len(args) != len(hook.params):
+            raise DeviceLinkError(f"ldssan device runtime: @{m['hook']} called with {len(args)} operands, "
+                                  f"its body takes {len(hook.params)}")
+        bind = dict(zip((p.lstrip("%") for p in hook.params), args))
+        n += 1
+        prefix = f"ldsd{n}_"
+        out.append(_NAME.sub(lambda v: bind.get(v[1]) or f"%{prefix}{v[1]}", hook.text))
+    if not placed:
+        raise DeviceLinkError("ldssan device runtime: no gpu.func to link into")
+    return "\n".join(out)
+
+
+def link(module_op, ring_addr: int) -> dict:
+    """Link the device runtime into `module_op` (instrumented, with `ldssan.sites`), in
+    place. Returns {gpu.module name: layout dict}, also stored as `ldssan.device`."""
+    ir = _ir()
+    from flydsl._mlir.dialects import llvm
+
+    if "ldssan.sites" not in module_op.attributes:
+        raise DeviceLinkError("ldssan device runtime: the module is not instrumented (no ldssan.sites)")
+    sites = json.loads(module_op.attributes["ldssan.sites"].value)["sites"]
+    layouts = {}
+    hooks = None
+    for gm in _gpu_modules(module_op):
+        body = gm.regions[0].blocks[0]
+        kernels = [o.operation for o in body.operations if o.operation.name == "gpu.func"]
+        if not kernels:
+            continue
+        for c in (c for k in kernels for c in _hook_calls(k)):
+            if _callee(c) in NOT_YET:
+                raise DeviceLinkError(f"ldssan device runtime: @{_callee(c)} at {_where(sites, _site_of(c))}: "
+                                      "async/TDM copies are not in the device runtime yet")
+        name = _name(gm)
+        blocks = _blocks(kernels)
+        lay = ShadowLayout(waves=_waves(blocks), sites=max(1, len(sites)), lds_bytes=_lds_bytes(body, name))
+        if lay.lds_bytes + lay.bytes > LDS_LIMIT:
+            raise DeviceLinkError(f"ldssan device runtime: {name} uses {lay.lds_bytes} bytes of LDS and its shadow "
+                                  f"needs {lay.bytes}; together over the {LDS_LIMIT}-byte LDS (not yet: a shadow "
+                                  "in global scratch)")
+        hooks = Hooks(lay, ring_addr, blocks[0] if len(set(blocks)) == 1 else None)
+        for k in kernels:  # the prologue: the init body at each kernel's entry
+            with ir.InsertionPoint.at_block_begin(k.regions[0].blocks[0]), k.location:
+                llvm.call(None, [], [], [], callee=INIT)
+        layouts[name] = lay.to_dict()
+    if len(layouts) != 1:
+        raise DeviceLinkError(f"ldssan device runtime: links one gpu.module with kernels, found {len(layouts)}")
+    text = module_op.get_asm(enable_debug_info=True, assume_verified=True)
+    linked = ir.Module.parse(_inline_text(text, hooks.bodies(), hooks.shadow_global()))
+    _replace_body(module_op, linked)
+    module_op.attributes["ldssan.device"] = ir.StringAttr.get(json.dumps(layouts))
+    return layouts
+
+
+def _replace_body(module_op, linked) -> None:
+    """A pass changes `module_op` in place: its ops are swapped for the linked ones."""
+    block = module_op.regions[0].blocks[0]
+    for o in list(block.operations):
+        o.operation.erase()
+    for o in list(linked.body.operations):
+        block.append(o.operation)
+
+
+def _hook_calls(fn) -> list:
+    ir = _ir()
+    out = []
+
+    def visit(o):
+        if (_callee(o.operation) or "").startswith("__ldssan_"):
+            out.append(o.operation)
+        return ir.WalkResult.ADVANCE
+
+    fn.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return out
+
+
+def _gpu_modules(module_op):
+    for region in module_op.regions:
+        for blk in region.blocks:
+            for o in blk.operations:
+                if o.operation.name == "gpu.module":
+                    yield o.operation

@@ -1,0 +1,76 @@
+"""The device runtime's edges: what it refuses to link (by name and line), its record buffer
+(ring header, overflow counted, validated read-back), LDS030 retraction, and cache keys that
+keep device, sanitized and plain builds apart."""
+
+from __future__ import annotations
+
+import torch
+
+import pytest
+
+from ldssan import hook
+from ldssan.kernels import gemm as G
+from ldssan.kernels import rmsnorm as R
+from ldssan.runtime.device import DeviceLinkError, ShadowLayout, emulated, retract_uninit
+from ldssan.runtime.records import NO_SITE, Record, Ring, Rule
+from ldssan.variants import Edit, load_variant
+
+
+def _no_barrier_2():
+    line = [i + 1 for i, ln in enumerate(open(R.__file__).read().splitlines()) if ln.strip() == "fx.gpu.barrier()"][1]
+    return load_variant(R, [Edit(line, None)], tag="device_ring")
+
+
+def test_a_kernel_with_tdm_copies_is_refused_naming_the_copy_and_its_line():
+    a = torch.randn(64, 256).to(torch.float8_e4m3fn)
+    b = torch.randn(64, 256).to(torch.float8_e4m3fn)
+    with pytest.raises(DeviceLinkError, match=r"@__ldssan_tdm at site \d+ \(rocdl\.tensor\.load\.to\.lds at "
+                                              r".*ring_pipeline\.py:\d+\): async/TDM copies"):
+        with emulated():
+            G.gemm(a, b, waves=4, nb=3)
+
+
+def test_a_full_buffer_counts_what_it_dropped_and_reads_back_validated():
+    mod = _no_barrier_2()
+    x, g = torch.randn(2, 512), torch.randn(512)
+    with emulated(capacity=5) as run:
+        mod.rmsnorm(x, g)
+    ring = run.ring()
+    assert ring.capacity == 5 and len(ring) == 5
+    assert ring.written > 5 and ring.dropped == ring.written - 5
+    again = Ring.from_bytes(ring.to_bytes())  # the header and body agree
+    assert again.records() == ring.records()
+    assert {r.rule for r in ring.records()} <= {Rule.RAW_UNPUBLISHED, Rule.UNINIT_READ}
+
+
+def test_the_engine_still_runs_after_a_device_build_of_the_same_kernel():
+    mod = _no_barrier_2()
+    x, g = torch.randn(2, 512), torch.randn(512)
+    with emulated() as run:
+        mod.rmsnorm(x, g)
+    assert run.records()
+    with hook.sanitize() as col:
+        mod.rmsnorm(x, g)
+    assert len(col.results) == 1 and [v.code for v in col.violations] == ["LDS001"]
+    with emulated() as run:  # and a device build after a sanitized one is the device build
+        mod.rmsnorm(x, g)
+    assert run.records()
+
+
+def _rec(rule, site, wave, offset, other=NO_SITE, other_wave=0xFFFF):
+    return Record(int(rule), 0, site, other, offset, wave, other_wave, 0, 0, 0, 0, 1)
+
+
+def test_an_uninit_read_a_write_raced_is_retracted_and_others_are_kept():
+    raced = _rec(Rule.UNINIT_READ, 4, 1, 0)
+    kept = _rec(Rule.UNINIT_READ, 4, 2, 0)  # no write raced wave 2's read
+    race = _rec(Rule.RAW_UNPUBLISHED, 4, 1, 0, other=3, other_wave=0)
+    war = _rec(Rule.WAR_REUSE, 9, 0, 8, other=5, other_wave=3)
+    war_read = _rec(Rule.UNINIT_READ, 5, 3, 8)  # the first access of an LDS002 is the read
+    assert retract_uninit([raced, kept, race, war, war_read]) == [kept, race, war]
+
+
+def test_shadow_size_follows_the_formula():
+    lay = ShadowLayout(waves=8, sites=6, lds_bytes=48)
+    assert lay.words == 8 * 16 + 4 * 2 + 8 * 6 + 12 * 9 * 4
+    assert lay.bytes == 4 * lay.words

@@ -6,5 +6,8 @@
     cfg        basic blocks and branches
     counters   per-counter (dscnt, loadcnt, storecnt, asynccnt, tensorcnt) may-outstanding analysis
     check      LDS050 store in flight at s_barrier_signal; registers: LDS052 use before wait
-    output     text and JSON; compare: the ISA verdict next to the sanitizer's; cli, run
+    intent     what each hand-written IR wait retires on every path, and ISA waits that do not (LDS051's analysis)
+    output     text and JSON; violations: findings as the sanitizer's Violations (its JSON, SARIF)
+    sanitized  FLYDSL_LDSSAN_ISA: findings of an uninstrumented build added to a sanitized launch's report
+    compare    the ISA verdict next to the sanitizer's; cli, run
 """

@@ -16,6 +16,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ldssan.passes.abi import HOOKS
+
+from .intent import pick_stage
 from .toolchain import IsaToolchainError, build_env, patched_env
 
 EM_AMDGPU = 224
@@ -26,6 +29,7 @@ class Build:
     kernel: str  # the dump directory's name: FlyDSL's kernel symbol, e.g. rmsnorm_kernel_0
     isa: str  # the final ISA text (with .file/.loc line table)
     elf: bytes  # the linked gfx1250 code object
+    ir: str = ""  # the IR the sanitizer instruments (dump stage after convert-fly-to-rocdl), if dumped
 
 
 class _DropCompileChatter(io.TextIOBase):
@@ -103,7 +107,16 @@ def capture_builds(fn, *args, **kwargs) -> list[Build]:
     def recording_dump_isa(*, dump_dir, **kw):
         out = original(dump_dir=dump_dir, **kw)
         if out is not None:
-            builds.append(Build(Path(dump_dir).name, Path(out).read_text(), elf_from_dump(Path(dump_dir))))
+            isa = Path(out).read_text()
+            hooks = sorted(name for name in HOOKS if name in isa)
+            if hooks:
+                # COMPILE_ONLY makes the emulator front end pass FlyDSL's pipeline through;
+                # a build with ldssan's hooks in it is not the code the hardware runs.
+                raise IsaToolchainError(f"{Path(dump_dir).name}: the compile-only build carries "
+                                        f"ldssan's instrumentation (calls to {', '.join(hooks)}); refusing to check it")
+            stage = pick_stage([p.name for p in Path(dump_dir).glob("*.mlir")])
+            ir = (Path(dump_dir) / stage).read_text() if stage else ""
+            builds.append(Build(Path(dump_dir).name, isa, elf_from_dump(Path(dump_dir)), ir))
         return out
 
     with tempfile.TemporaryDirectory(prefix="ldssan-isa-") as scratch:

@@ -11,23 +11,32 @@ compile-only mode for gfx1250 (ldssan supplies ld.lld), so nothing executes. Eve
 build is linked to a code object and its final ISA is checked on every control-flow path.
 
 exit status: 0 no finding; 1 findings; 2 usage error (bad FILE::FUNC, an ISA ldssan
-cannot model, no linker, an unwritable --json path)"""
+cannot model, no linker, an unwritable --json/--sarif/--report path)"""
 
 
 def _cmd(args) -> int:
-    from ldssan.report import report_path_problem
+    from ldssan.report import report_path_problem, write_report
 
     from .asm import IsaParseError
     from .output import render_text, write_json
     from .run import IsaTargetError, isa_check, resolve
     from .toolchain import IsaToolchainError
+    from .violations import isa_report
 
+    outputs = [("--json", args.json), ("--sarif", args.sarif), ("--report", args.report)]
     try:
-        if args.json and (problem := report_path_problem(args.json)):
-            raise IsaTargetError(f"--json: {problem}")
+        for flag, path in outputs:
+            if path and (problem := report_path_problem(path)):
+                raise IsaTargetError(f"{flag}: {problem}")
         results = isa_check(resolve(args.target), offsets=not args.no_offsets)
         if args.json:
             write_json(results, args.json)
+        if args.sarif or args.report:
+            report = isa_report(results)
+            if args.sarif:
+                write_report(report, args.sarif, format="sarif")
+            if args.report:
+                write_report(report, args.report)
     except (IsaTargetError, IsaParseError, IsaToolchainError) as exc:
         print(f"ldssan isa-check: error: {exc}", file=sys.stderr)
         return 2
@@ -41,6 +50,10 @@ def register(sub) -> None:
                        epilog=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("target", metavar="FILE::FUNC", help="a .py file (or module) and a function in it")
     p.add_argument("--json", metavar="OUT", help="also write the findings as JSON (schema ldssan.isa/1)")
+    p.add_argument("--sarif", metavar="OUT", help="also write the findings as a SARIF 2.1.0 log")
+    p.add_argument("--report", metavar="OUT",
+                   help="also write the findings as the sanitizer's report (schema ldssan.report/1; "
+                        "SARIF if OUT ends in .sarif), one violation per finding")
     p.add_argument("--no-offsets", action="store_true",
                    help="skip re-assembling for byte offsets (findings then give ISA line numbers)")
     p.set_defaults(fn=_cmd)

@@ -1,6 +1,7 @@
 """The ISA check next to the sanitizer (issue #18, item 3): the classification of one case
 (agree / ISA-only / IR-only, with the reason), and the clean bundled GEMM and MegaMoE giving
-no ISA finding (RMSNorm's is in test_build.py). The full table over every planted bug is
+no ISA finding and no wait that leaves outstanding what its IR wait retires (RMSNorm's
+is in test_build.py). The full table over every planted bug is
 `python -m tests.isa.consistency` (tests/isa/consistency.json)."""
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ from types import SimpleNamespace
 import torch
 
 from ldssan.isa.asm import parse_kernel
-from ldssan.isa.check import check_kernel
+from ldssan.isa.capture import capture_builds
+from ldssan.isa.check import check_build, check_kernel
 from ldssan.isa.compare import compare
 from ldssan.isa.findings import KernelResult
-from ldssan.isa.run import isa_check
+from ldssan.isa.intent import gaps, kernel_intent
 from ldssan.kernels import gemm as G
 from ldssan.kernels import mega_moe as M
+from ldssan.kernels.mega_moe_reference import moe_inputs
 from ldssan.runtime.records import Cause, Rule
 from tests.isa.test_counters import kernel
 
@@ -56,17 +59,20 @@ def test_clean_bundled_gemm_and_mega_moe_have_no_isa_finding():
     gen = torch.Generator().manual_seed(3)
     a = torch.randn(128, 256, generator=gen).to(torch.float8_e4m3fn)
     b = torch.randn(128, 256, generator=gen).to(torch.float8_e4m3fn)
-    t, e, d, inter = 8, 4, 512, 256
-    x = torch.randn(t, d, generator=gen).to(torch.bfloat16)
-    logits = torch.randn(t, e, generator=gen)
-    w1 = (torch.randn(e, 2 * inter, d, generator=gen) / d ** 0.5).to(torch.bfloat16)
-    w2 = (torch.randn(e, d, inter, generator=gen) / inter ** 0.5).to(torch.bfloat16)
+    x, logits, w1, w2 = moe_inputs(gen)
 
     def both():
         G.gemm(a, b, waves=4, nb=3)
         M.mega_moe(x, logits, w1, w2)
 
-    results = isa_check(both, offsets=False)
+    builds = capture_builds(both)
+    results = [check_build(b, offsets=False) for b in builds]
     assert len(results) == 5  # gemm + route, 2 grouped GEMMs, combine
     assert [(r.kernel, f.rule.code, f.this.where()) for r in results for f in r.findings] == []
     assert [r.notes for r in results] == [()] * 5
+    # every hand-written wait does in the compiled code what it does in the IR (LDS051's analysis)
+    tables = {b.kernel: kernel_intent(b.ir, b.kernel) for b in builds}
+    assert {(c, n) for k in ("gemm_kernel_0", "moe_gemm_kernel_0") for (_f, _l, c, n) in tables[k]} == \
+        {("tensorcnt", 0), ("asynccnt", 0)}
+    assert [(b.kernel, g.wait.where(), g.op.where()) for b in builds
+            for g in gaps(parse_kernel(b.isa, b.kernel), tables[b.kernel])] == []

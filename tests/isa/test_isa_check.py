@@ -51,8 +51,10 @@ def test_bad_targets_are_one_line_usage_errors(capsys, tmp_path):
         assert main(["isa-check", target]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and message in err, err
-    assert main(["isa-check", f"{TARGET}::launch_raw", "--json", str(tmp_path)]) == 2
-    assert "is a directory" in capsys.readouterr().err
+    for flag in ("--json", "--sarif", "--report"):
+        assert main(["isa-check", f"{TARGET}::launch_raw", flag, str(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"ldssan isa-check: error: {flag}: ") and "is a directory" in err
 
 
 def test_a_linker_that_fails_is_a_one_line_error(capsys, tmp_path, monkeypatch):
@@ -64,3 +66,49 @@ def test_a_linker_that_fails_is_a_one_line_error(capsys, tmp_path, monkeypatch):
     assert main(["isa-check", f"{TARGET}::launch_waited"]) == 2
     err = capsys.readouterr().err
     assert err == f"ldssan isa-check: error: linking with {tmp_path}/llvm/bin/ld.lld failed: lld invocation failed\n"
+
+
+def _validator(name: str, draft):
+    import jsonschema
+
+    schema = json.loads((HERE.parent / "report" / "data" / name).read_text(encoding="utf-8"))
+    draft.check_schema(schema)
+    return draft(schema, format_checker=jsonschema.FormatChecker())
+
+
+def test_sarif_and_report_json_validate_and_name_both_lines(capsys, tmp_path):
+    import jsonschema
+
+    sarif, report = tmp_path / "isa.sarif", tmp_path / "isa-report.json"
+    assert main(["isa-check", f"{TARGET}::launch_raw", "--sarif", str(sarif), "--report", str(report)]) == 1
+    capsys.readouterr()
+    signal, store = split_kernels.line_of("SIGNAL"), split_kernels.line_of("STORE")
+
+    log = json.loads(sarif.read_text())
+    assert not list(_validator("sarif-schema-2.1.0.json", jsonschema.Draft4Validator).iter_errors(log))
+    (run,) = log["runs"]
+    (res,) = run["results"]
+    assert res["ruleId"] == "LDS050" and res["level"] == "warning"
+    assert run["tool"]["driver"]["rules"][res["ruleIndex"]]["id"] == "LDS050"
+    here = res["locations"][0]["physicalLocation"]
+    (there,) = res["relatedLocations"]
+    assert here["artifactLocation"]["uri"].endswith("tests/isa/split_kernels.py")
+    assert (here["region"]["startLine"], there["physicalLocation"]["region"]["startLine"]) == (signal, store)
+    assert "s_barrier_signal -1 at raw_split_0+0x" in res["message"]["text"]
+    assert run["invocations"][0]["executionSuccessful"] is True
+
+    doc = json.loads(report.read_text())
+    assert not list(_validator("ldssan-report.schema.json", jsonschema.Draft7Validator).iter_errors(doc))
+    (v,) = doc["violations"]
+    assert (v["rule"], v["access"]["site"]["line"], v["other"]["site"]["line"]) == ("LDS050", signal, store)
+    assert v["access"]["site"]["kind"] == "instruction" and v["other"]["site"]["op"].startswith("ds_store_b32")
+    (k,) = doc["kernels"]
+    assert k["name"] == "raw_split_0" and k["sites"] == 20 and v["build"] == k["build"]
+
+
+def test_clean_twin_sarif_has_no_result(capsys, tmp_path):
+    sarif = tmp_path / "clean.sarif"
+    assert main(["isa-check", f"{TARGET}::launch_waited", "--sarif", str(sarif)]) == 0
+    capsys.readouterr()
+    (run,) = json.loads(sarif.read_text())["runs"]
+    assert run["results"] == [] and [k["name"] for k in run["properties"]["kernels"]] == ["waited_split_0"]

@@ -3,6 +3,7 @@ and the alternating plain / sanitized measurement every emulator benchmark repor
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 import platform
@@ -39,6 +40,20 @@ def pin_one_core() -> bool:
         return False
     os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     return True
+
+
+def setup(doc: str, *flags: tuple[str, str], **ints: int) -> tuple[argparse.Namespace, bool]:
+    """Parse the command line: `--name N` for each int option given with its default (`_` as
+    `-`), and `(name, help)` store-true flags; then the shared setup, the benchmark build
+    cache and one pinned core. Returns (args, whether the core was pinned)."""
+    ap = argparse.ArgumentParser(description=doc)
+    for name, default in ints.items():
+        ap.add_argument(f"--{name.replace('_', '-')}", type=int, default=default)
+    for name, help_text in flags:
+        ap.add_argument(f"--{name}", action="store_true", help=help_text)
+    args = ap.parse_args()
+    use_bench_cache()
+    return args, pin_one_core()
 
 
 # Execution modes of the virtual gfx1250. "default" passes no knob at all, so it measures

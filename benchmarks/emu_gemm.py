@@ -11,10 +11,9 @@ launch time. Pinned to one core.
 
 from __future__ import annotations
 
-import argparse
 import json
 
-from _common import kernel_runner, machine, modes, pin_one_core, plain_vs_sanitized, use_bench_cache
+from _common import kernel_runner, machine, modes, plain_vs_sanitized, setup
 
 
 def gemm_call(n: int, waves: int, nb: int):
@@ -31,14 +30,7 @@ def gemm_call(n: int, waves: int, nb: int):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--waves", type=int, default=8)
-    ap.add_argument("--nb", type=int, default=3)
-    ap.add_argument("--size", type=int, default=256)
-    args = ap.parse_args()
-    use_bench_cache()
-    pinned = pin_one_core()
+    args, pinned = setup(__doc__, rounds=5, waves=8, nb=3, size=256)
 
     from ldssan.runtime.emu import emulate
 

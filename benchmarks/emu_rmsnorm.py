@@ -10,10 +10,9 @@ warm-up launch and are excluded; each figure is the best of `--repeat` launches.
 
 from __future__ import annotations
 
-import argparse
 import json
 
-from _common import kernel_runner, machine, mode_options, modes, pin_one_core, use_bench_cache
+from _common import kernel_runner, machine, mode_options, modes, setup
 from sanitizer_overhead import rmsnorm_call
 
 
@@ -37,13 +36,7 @@ def measure(call, m: int, mode: str, repeat: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--m", type=int, default=64)
-    ap.add_argument("--n", type=int, default=8192)
-    ap.add_argument("--repeat", type=int, default=3)
-    args = ap.parse_args()
-    use_bench_cache()
-    pinned = pin_one_core()
+    args, pinned = setup(__doc__, m=64, n=8192, repeat=3)
     call = rmsnorm_call(args.m, args.n)
     names = modes(args.m)
     out = {

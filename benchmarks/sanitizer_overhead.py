@@ -10,10 +10,9 @@ emulator's launch time (`LaunchRecord.seconds`) and of the whole host call for c
 
 from __future__ import annotations
 
-import argparse
 import json
 
-from _common import kernel_runner, machine, modes, pin_one_core, plain_vs_sanitized, use_bench_cache
+from _common import kernel_runner, machine, modes, plain_vs_sanitized, setup
 
 
 def rmsnorm_call(m: int, n: int):
@@ -29,13 +28,7 @@ def rmsnorm_call(m: int, n: int):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--m", type=int, default=64)
-    ap.add_argument("--n", type=int, default=8192)
-    ap.add_argument("--rounds", type=int, default=5)
-    args = ap.parse_args()
-    use_bench_cache()
-    pinned = pin_one_core()
+    args, pinned = setup(__doc__, m=64, n=8192, rounds=5)
     names = modes(args.m)
     got = plain_vs_sanitized(kernel_runner(rmsnorm_call(args.m, args.n), args.m), names, args.rounds)
     out = {

@@ -11,10 +11,9 @@ growth of work and of time against the smallest size. Pinned to one core.
 
 from __future__ import annotations
 
-import argparse
 import json
 
-from _common import kernel_runner, machine, pin_one_core, plain_vs_sanitized, use_bench_cache
+from _common import kernel_runner, machine, plain_vs_sanitized, setup
 from emu_gemm import gemm_call
 from sanitizer_overhead import rmsnorm_call
 
@@ -36,14 +35,8 @@ def series(calls: list[tuple[str, object, int]], rounds: int) -> list[dict]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--large", action="store_true", help="add GEMM 1024³ and RMSNorm 4096 rows (minutes)")
-    ap.add_argument("--waves", type=int, default=8)
-    ap.add_argument("--nb", type=int, default=3)
-    args = ap.parse_args()
-    use_bench_cache()
-    pinned = pin_one_core()
+    args, pinned = setup(__doc__, ("large", "add GEMM 1024³ and RMSNorm 4096 rows (minutes)"), rounds=1, waves=8,
+                         nb=3)
     gemm_sizes = [256, 512] + ([1024] if args.large else [])
     rows = [64, 1024] + ([4096] if args.large else [])
     n = 8192

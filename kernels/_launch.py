@@ -118,10 +118,13 @@ def launch(kernel: str, jit_fn, args: tuple, stream=None) -> None:
             jit_fn(*args, stream=stream)
 
 
-def check_tensor(kernel: str, name: str, t, dtype, shape, device=None) -> None:
-    """`t` is a contiguous torch tensor of exactly `shape` (and `dtype` / `device` when given)."""
+def check_tensor(kernel: str, name: str, t, dtype, shape, device=None, *, ref: str = "x",
+                 optional: bool = False) -> None:
+    """`t` is a contiguous torch tensor of exactly `shape` (and `dtype` / `device` when given:
+    `device` is that of the argument `ref`); `optional` = the caller also accepts None."""
     if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{kernel}: {name} must be a torch.Tensor, got {type(t).__name__}")
+        alt = " or None" if optional else ""
+        raise TypeError(f"{kernel}: {name} must be a torch.Tensor{alt}, got {type(t).__name__}")
     if dtype is not None and t.dtype != dtype:
         raise TypeError(f"{kernel}: {name} dtype must be {dtype}, got {t.dtype}")
     if tuple(t.shape) != tuple(shape):
@@ -129,7 +132,7 @@ def check_tensor(kernel: str, name: str, t, dtype, shape, device=None) -> None:
     if not t.is_contiguous():
         raise ValueError(f"{kernel}: {name} must be contiguous, got strides {t.stride()}")
     if device is not None and t.device != device:
-        raise ValueError(f"{kernel}: {name} is on {t.device} but x is on {device}")
+        raise ValueError(f"{kernel}: {name} is on {t.device} but {ref} is on {device}")
 
 
 def check_rows(kernel: str, name: str, t, rows: int, row_shape: tuple[int, ...] = ()) -> None:

@@ -120,14 +120,14 @@ def mega_moe_cases() -> list[Case]:
     import torch
 
     from ldssan.kernels import mega_moe as mm
+    from ldssan.kernels.mega_moe_reference import moe_weights
 
     close = _close(2 ** -6, 1e-3)
     t, e, d, inter = 8, 4, 256, 256
     gen = torch.Generator().manual_seed(4)
     x = (torch.randn(t, d, generator=gen) * torch.logspace(-1, 1, t).reshape(t, 1)).to(torch.bfloat16)
     logits = torch.randn(t, e, generator=gen)
-    w1 = (torch.randn(e, 2 * inter, d, generator=gen) / d ** 0.5).to(torch.bfloat16)
-    w2 = (torch.randn(e, d, inter, generator=gen) / inter ** 0.5).to(torch.bfloat16)
+    w1, w2 = moe_weights(gen, e, d, inter)
     ref = _as_f32(mm.mega_moe_reference(x, logits, w1, w2))
     return [Case(f"T{t}-E{e}-D{d}-bf16", run=lambda mod: mod.mega_moe(x, logits, w1, w2),
                  check=lambda out: close(out, ref))]

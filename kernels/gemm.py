@@ -130,11 +130,12 @@ the tensors hold what M, N and K address before anything runs.
 """
 
 from dataclasses import dataclass
+from operator import attrgetter
 
 import torch
 
 import flydsl.compiler as flyc
-from ldssan.kernels._launch import check_rows, gfx1250_target, launch
+from ldssan.kernels._launch import check_rows, check_tensor, gfx1250_target, launch
 from ldssan.kernels.gemm_reference import gemm_reference, wmma_accumulate  # noqa: F401
 from ldssan.kernels.ring_pipeline import (  # noqa: F401  (shared with mega_moe)
     _WMMA_K, LDS_BYTES_MAX, LDS_PAD_BYTES, TDM_PER_WAVE, WAVE_SIZE, RingLayout,
@@ -184,47 +185,32 @@ _OUT_BYTES = {"bf16": 2, "f32": 4}
 
 @dataclass(frozen=True)
 class GemmConfig:
-    """Static geometry of one kernel specialisation (all sizes in bytes unless noted)."""
+    """Static geometry of one kernel specialisation (all sizes in bytes unless noted). The
+    tile, the wave grid and the A/B ring are `ring`'s, read through the names set below."""
 
     kind: str  # "fp8" | "bf16"
     out: str  # "bf16" | "f32"
-    tile_m: int
-    tile_n: int
-    tile_k: int  # elements
-    waves: int
-    nb: int
-    m_waves: int
-    n_waves: int
-    wmma_k: int  # elements
-    elem_bytes: int
+    ring: RingLayout  # the A/B ring and wave grid (what ``RingPipeline`` runs)
     out_bytes: int
-    pad_bytes: int  # per LDS row of the A/B tiles
-    row_bytes: int  # LDS row pitch of the A/B tiles
-    a_bytes: int
-    slot_bytes: int
-    ring_bytes: int
     c_bytes: int
     scale_off: int
     lds_bytes: int
-
-    @property
-    def block(self) -> int:
-        return WAVE_SIZE * self.waves
-
-    # the fragment/WMMA geometry is the ring pipeline's
-    ksteps = property(lambda self: self.ring.ksteps, doc="WMMA K-steps per k-tile.")
-    rm = property(lambda self: self.ring.rm, doc="16-row WMMA blocks per wave.")
-    rn = property(lambda self: self.ring.rn, doc="16-column WMMA blocks per wave.")
 
     @property
     def scale_jobs(self) -> int:
         """Wave-sized (32-float) async load jobs that fill the scale region."""
         return (self.tile_m + self.tile_n) // WAVE_SIZE
 
-    @property
-    def ring(self) -> "RingLayout":
-        """The A/B ring and wave grid (what ``RingPipeline`` runs)."""
-        return ring_layout(self.kind, self.kind, self.tile_m, self.tile_n, self.tile_k, self.waves, self.nb)
+
+# GemmConfig.<name> = ring.<field>: A and B have one kind, so A's element size, row padding
+# and pitch are the tile's (tile_k and wmma_k in elements, ksteps/rm/rn the WMMA geometry).
+for _name, _field in {
+    "tile_m": "tile_m", "tile_n": "tile_n", "tile_k": "tile_k", "waves": "waves", "nb": "nb",
+    "block": "block", "m_waves": "m_waves", "n_waves": "n_waves", "wmma_k": "wmma_k",
+    "elem_bytes": "a_elem_bytes", "pad_bytes": "a_pad", "row_bytes": "a_row", "a_bytes": "a_bytes",
+    "slot_bytes": "slot_bytes", "ring_bytes": "ring_bytes", "ksteps": "ksteps", "rm": "rm", "rn": "rn",
+}.items():
+    setattr(GemmConfig, _name, property(attrgetter(f"ring.{_field}")))
 
 
 def default_tiles(kind: str) -> tuple[int, int, int]:
@@ -250,12 +236,8 @@ def gemm_config(kind: str, out: str, tile_m: int, tile_n: int, tile_k: int, wave
             f"gemm: the tile needs {lds} B of LDS (ring {nb} x {lay.slot_bytes} B + scales), above the gfx1250 "
             f"limit of {LDS_BYTES_MAX} B; use smaller tiles or fewer stages"
         )
-    return GemmConfig(
-        kind=kind, out=out, tile_m=tile_m, tile_n=tile_n, tile_k=tile_k, waves=waves, nb=nb,
-        m_waves=lay.m_waves, n_waves=lay.n_waves, wmma_k=lay.wmma_k, elem_bytes=lay.a_elem_bytes, out_bytes=ob,
-        pad_bytes=lay.a_pad, row_bytes=lay.a_row, a_bytes=lay.a_bytes, slot_bytes=lay.slot_bytes,
-        ring_bytes=lay.ring_bytes, c_bytes=c_bytes, scale_off=scale_off, lds_bytes=lds,
-    )
+    return GemmConfig(kind=kind, out=out, ring=lay, out_bytes=ob, c_bytes=c_bytes, scale_off=scale_off,
+                      lds_bytes=lds)
 
 
 # ---------------------------------------------------------------------------
@@ -328,6 +310,7 @@ def gemm_kernel(
     k_tiles = (K + (tile_k - 1)) // tile_k
     n_steady = fx.Int32((k_tiles > nb - 1).select(k_tiles - (nb - 1), 0))
 
+    # (mega_moe's grouped GEMM repeats this loop: sync lines stay in each kernel's own file)
     # ---- 1. prologue ----
     for s in range_constexpr(nb - 1):
         _issue_stage(s)
@@ -439,16 +422,7 @@ def _check_matrix(name: str, t, device=None) -> None:
 
 
 def _check_scale(name: str, s, length: int, device) -> None:
-    if not isinstance(s, torch.Tensor):
-        raise TypeError(f"gemm: {name} must be a torch.Tensor or None, got {type(s).__name__}")
-    if s.dtype != torch.float32:
-        raise TypeError(f"gemm: {name} dtype must be torch.float32, got {s.dtype}")
-    if s.dim() != 1 or s.shape[0] != length:
-        raise ValueError(f"gemm: {name} must have shape ({length},), got {tuple(s.shape)}")
-    if not s.is_contiguous():
-        raise ValueError(f"gemm: {name} must be contiguous, got strides {s.stride()}")
-    if s.device != device:
-        raise ValueError(f"gemm: {name} is on {s.device} but a is on {device}")
+    check_tensor("gemm", name, s, torch.float32, (length,), device, ref="a", optional=True)
 
 
 def gemm(

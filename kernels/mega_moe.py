@@ -492,6 +492,7 @@ def moe_gemm_kernel(
         _compute = pipe.compute
         n_steady = cfg.n_steady
 
+        # gemm_kernel's loop again: its waits and barriers are protocol lines campaigns mutate here
         # prologue: ring stages 0 .. nb-2, then this tile's rowmap
         for s in range_constexpr(nb - 1):
             _issue_stage(s)

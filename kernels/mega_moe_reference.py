@@ -73,3 +73,23 @@ def mega_moe_reference(x, router_logits, w1, w2, w1_scale=None, w2_scale=None, s
         yk = ((acc2 * s2[e]).astype(f32) * wts[pairs[:, 0], pairs[:, 1]][:, None]).astype(f32)
         y[pairs[:, 0], pairs[:, 1]] = yk
     return (y[:, 0] + y[:, 1]).astype(f32).astype(ml_dtypes.bfloat16)
+
+
+def moe_weights(gen, e: int, d: int, inter: int):
+    """Example bf16 expert weights drawn from torch generator `gen`: w1 (E, 2*inter, D) and
+    w2 (E, D, inter), each scaled by 1/sqrt(its fan-in) so activations stay near unit size."""
+    import torch
+
+    w1 = (torch.randn(e, 2 * inter, d, generator=gen) / d ** 0.5).to(torch.bfloat16)
+    w2 = (torch.randn(e, d, inter, generator=gen) / inter ** 0.5).to(torch.bfloat16)
+    return w1, w2
+
+
+def moe_inputs(gen, t: int = 8, e: int = 4, d: int = 512, inter: int = 256):
+    """Example `mega_moe` arguments (x bf16 (T, D), router logits f32 (T, E), w1, w2) drawn
+    from `gen` in that order."""
+    import torch
+
+    x = torch.randn(t, d, generator=gen).to(torch.bfloat16)
+    logits = torch.randn(t, e, generator=gen)
+    return (x, logits, *moe_weights(gen, e, d, inter))

@@ -56,7 +56,7 @@ import flydsl.compiler as flyc
 import flydsl.expr as fx
 from flydsl.expr import const_expr, range_constexpr
 
-from ldssan.kernels._launch import check_rows, gfx1250_target, launch
+from ldssan.kernels._launch import check_rows, check_tensor, gfx1250_target, launch
 
 __all__ = [
     "BLOCK_THREADS",
@@ -235,17 +235,16 @@ def rmsnorm_kernel(
     rrms = fx.rsqrt(row_sum / float(N) + eps, fastmath="fast")
 
     # ---- pass 2: normalise, scale, store ------------------------------------
-    for k in range(full_trips):
-        v = tid + k * BLOCK_THREADS
+    def _normalize_vec(v):
         xv = _load(vec_atom, x_vecs, v, vec, elem).to(fx.Float32)
         gv = _load(vec_atom, g_vecs, v, vec, elem).to(fx.Float32)
         _store(vec_atom, y_vecs, v, vec, elem, ((xv * rrms) * gv).to(elem))
+
+    for k in range(full_trips):
+        _normalize_vec(tid + k * BLOCK_THREADS)
     if const_expr(rem_vec > 0):
         if tid < rem_vec:
-            v = tid + full_trips * BLOCK_THREADS
-            xv = _load(vec_atom, x_vecs, v, vec, elem).to(fx.Float32)
-            gv = _load(vec_atom, g_vecs, v, vec, elem).to(fx.Float32)
-            _store(vec_atom, y_vecs, v, vec, elem, ((xv * rrms) * gv).to(elem))
+            _normalize_vec(tid + full_trips * BLOCK_THREADS)
     if const_expr(n_tail > 0):
         if tid < n_tail:
             e = tail_base + tid
@@ -301,27 +300,11 @@ def _validate(x: torch.Tensor, gamma: torch.Tensor, eps: float, out: torch.Tenso
         raise ValueError(f"rmsnorm: M (x.shape[0]) must be < 2**31, got {m}")
     if not x.is_contiguous():
         raise ValueError(f"rmsnorm: x must be contiguous, got strides {x.stride()}")
-    if gamma.dtype != x.dtype:
-        raise TypeError(f"rmsnorm: gamma dtype {gamma.dtype} must match x dtype {x.dtype}")
-    if gamma.dim() != 1 or gamma.shape[0] != n:
-        raise ValueError(f"rmsnorm: gamma must have shape ({n},), got {tuple(gamma.shape)}")
-    if not gamma.is_contiguous():
-        raise ValueError(f"rmsnorm: gamma must be contiguous, got strides {gamma.stride()}")
-    if gamma.device != x.device:
-        raise ValueError(f"rmsnorm: gamma is on {gamma.device} but x is on {x.device}")
+    check_tensor("rmsnorm", "gamma", gamma, x.dtype, (n,), x.device)
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not math.isfinite(eps) or eps < 0:
         raise ValueError(f"rmsnorm: eps must be a finite float >= 0, got {eps!r}")
     if out is not None:
-        if not isinstance(out, torch.Tensor):
-            raise TypeError(f"rmsnorm: out must be a torch.Tensor or None, got {type(out).__name__}")
-        if out.dtype != x.dtype:
-            raise TypeError(f"rmsnorm: out dtype {out.dtype} must match x dtype {x.dtype}")
-        if tuple(out.shape) != (m, n):
-            raise ValueError(f"rmsnorm: out must have shape {(m, n)}, got {tuple(out.shape)}")
-        if not out.is_contiguous():
-            raise ValueError(f"rmsnorm: out must be contiguous, got strides {out.stride()}")
-        if out.device != x.device:
-            raise ValueError(f"rmsnorm: out is on {out.device} but x is on {x.device}")
+        check_tensor("rmsnorm", "out", out, x.dtype, (m, n), x.device, optional=True)
 
 
 def rmsnorm(

@@ -3,7 +3,7 @@
 Accesses are validated and queued (their check runs later, in canonical order:
 ordering.py); waits, marks and fences update the wave's state at once; barrier calls and
 wave ends complete phases (phases.py) and apply what is settled. `ds` and `wait` are the
-most frequent calls and inline `_wave` / `_enqueue_access` / `WaveState.wait`.
+most frequent calls: `ds` inlines `_wave` / `_enqueue_access`, `wait` inlines `WaveState.wait`.
 
 `Intake` is a part of `ShadowEngine` (engine.py); it uses the engine's `_waves`, `_queues`,
 `_pending`, `_finished`, `n_waves`, `n_lanes`, `G`, `groups`, `launch`, `PENDING_CAP`.
@@ -32,14 +32,12 @@ class Intake:
 
     def ds(self, wave, site, addr, nbytes, kind, mask) -> None:
         """Before a ds load/store/atomic: `addr` = LDS byte offset per lane; `mask` = active."""
-        if self._finished:
-            raise RuntimeError("ldssan: shadow engine used after finish()")
-        try:
+        try:  # `_wave`, inlined; on any failure `_wave` raises the named error
             w = self._waves[wave]
-        except (IndexError, TypeError):
-            raise ValueError(f"ldssan: wave {wave!r} out of range 0..{self.n_waves - 1}") from None
-        if not w.live:
-            raise RuntimeError(f"ldssan: event for wave {wave} after its wave_end")
+            if self._finished or not w.live:
+                raise LookupError
+        except (LookupError, TypeError):
+            w = self._wave(wave)
         op = int(kind)
         if op not in _DS_OPS:
             raise ValueError(f"ldssan: bad ds access kind {kind!r}")
@@ -73,14 +71,7 @@ class Intake:
 
     def wait(self, wave, site, counter, n) -> None:
         """After `s_wait_<counter>cnt n`: all but the newest n ops of the counter complete."""
-        if self._finished:
-            raise RuntimeError("ldssan: shadow engine used after finish()")
-        try:
-            w = self._waves[wave]
-        except (IndexError, TypeError):
-            raise ValueError(f"ldssan: wave {wave!r} out of range 0..{self.n_waves - 1}") from None
-        if not w.live:
-            raise RuntimeError(f"ldssan: event for wave {wave} after its wave_end")
+        w = self._wave(wave)
         c = int(counter)
         if not 0 <= c < N_COUNTERS:
             raise ValueError(f"ldssan: bad counter {counter!r}")
@@ -100,20 +91,17 @@ class Intake:
             w._snap = None
 
     def asyncmark(self, wave, site) -> None:
-        w = self._wave(wave)
-        w.po += 1
+        w = self._step(wave)
         w.asyncmark()
 
     def wait_asyncmark(self, wave, site, n) -> None:
-        w = self._wave(wave)
-        w.po += 1
+        w = self._step(wave)
         w.wait_asyncmark(_count(n), int(site))
 
     def fence(self, wave, site, ordering: str, scope: str) -> None:
         """`llvm.fence`: a non-one-as fence at workgroup scope or wider waits ds/load/store 0
         (never ASYNC/TENSOR); orderings other than release/acquire/acq_rel/seq_cst do nothing."""
-        w = self._wave(wave)
-        w.po += 1
+        w = self._step(wave)
         if fence_drains(ordering, scope):
             w.drain_for_fence()
 
@@ -121,26 +109,22 @@ class Intake:
 
     def barrier_signal(self, wave, site, barrier_id: int = -1) -> None:
         """Before `s_barrier_signal id`. Only the workgroup barrier (-1) orders anything."""
-        w = self._wave(wave)
-        seg = w.seg
-        w.po += 1
+        w = self._step(wave)
         if barrier_id != -1:
             return
         if w.nsig > w.nwait:  # signalled again without waiting: phases are skewed
-            self._barrier_mismatch(w, seg, int(site), w.sig_sites[-1], w.index)
+            self._barrier_mismatch(w, w.seg, int(site), w.sig_sites[-1], w.index)
         w.signal(int(site))
         self._advance_phases()
         self._drain()
 
     def barrier_wait(self, wave, site, barrier_id: int = -1) -> None:
         """After `s_barrier_wait id` returned (the scheduler saw every live wave signal)."""
-        w = self._wave(wave)
-        seg = w.seg
-        w.po += 1
+        w = self._step(wave)
         if barrier_id != -1:
             return
         if w.nwait >= w.nsig:  # a wait with no signal of its own in this phase
-            self._barrier_mismatch(w, seg, int(site), NO_SITE, NO_WAVE)
+            self._barrier_mismatch(w, w.seg, int(site), NO_SITE, NO_WAVE)
             return
         if w.nwait >= len(self._acc):
             raise RuntimeError(
@@ -152,8 +136,7 @@ class Intake:
 
     def wave_end(self, wave, site) -> None:
         """The wave finished (s_endpgm): it drops barrier -1; its unfinished copies are LDS013."""
-        w = self._wave(wave)
-        w.po += 1
+        w = self._step(wave)
         recs = self._never_waited(w, int(site))
         if recs:
             self._enqueue_records(w, w.seg, recs)
@@ -168,8 +151,7 @@ class Intake:
 
         `group` = index into `groups` to record it for one workgroup only (default: all);
         `lanes` = the lanes that reached the barrier (one record each)."""
-        w = self._wave(wave)
-        w.po += 1
+        w = self._step(wave)
         recs = self._wave_records(w, Rule.BARRIER_DIVERGENCE, cause, int(site), int(other_site),
                                   int(other_wave))
         if group is not None:
@@ -189,6 +171,12 @@ class Intake:
             raise ValueError(f"ldssan: wave {wave!r} out of range 0..{self.n_waves - 1}") from None
         if not w.live:
             raise RuntimeError(f"ldssan: event for wave {wave} after its wave_end")
+        return w
+
+    def _step(self, wave) -> WaveState:
+        """`_wave` for an event that takes the next program-order slot."""
+        w = self._wave(wave)
+        w.po += 1
         return w
 
     def _enqueue_access(self, w: WaveState, site, op, ctr, pay) -> None:

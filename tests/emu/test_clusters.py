@@ -22,7 +22,8 @@ from ldssan import hook
 from ldssan.runtime.emu import BarrierDivergenceError, DeadlockError, UnsupportedOp, emulate
 from ldssan.runtime.emu.launch import EmuLaunchError, parse_module, run_kernel
 
-from .test_copies_wmma import TDM_KERNEL, _tdm_body, _tdm_expect
+from .test_copies_wmma import TDM_DESC, _tdm_body, _tdm_expect
+from .sanitized import sanitize_mlir
 from .test_ops import module
 
 POLICIES = ["round-robin", "reverse", "random(1)", "random(2)+random"]
@@ -304,28 +305,7 @@ def test_gpu_dialect_cluster_ids():
 
 def _sanitize_cluster(body: str):
     """Instrument `body`, run it sanitized as two workgroups of one cluster, return the report."""
-    from flydsl._mlir import ir as _ir
-    from flydsl.compiler.jit_function import _create_mlir_context
-
-    from ldssan.hook import Collector
-    from ldssan.passes.instrument import Instrumenter
-    from ldssan.passes.ir.irview import view_module
-    from ldssan.runtime.session import ShadowSession
-    from ldssan.session import decode_outcome
-
-    text = module(body)
-    with _create_mlir_context():
-        mod = _ir.Module.parse(text)
-        Instrumenter(mod.operation).run()
-        view = view_module(mod)
-    view.key = str(abs(hash(text)))
-    col = Collector()
-    session = ShadowSession(view.attrs["ldssan.sites"], "kern", view, ring_capacity=256,
-                            on_finish=lambda out: col.add(decode_outcome(out, coverage=False)))
-    run_kernel(view, "kern", grid=(2, 1, 1), block=(64, 1, 1), args=[np.zeros(64, np.int32)],
-               cluster=(2, 1, 1), sanitizer=session)
-    session.finish()
-    return col.results[0].report
+    return sanitize_mlir(module(body), [np.zeros(64, np.int32)], grid=(2, 1, 1), cluster=(2, 1, 1))
 
 
 # wave 0 stores to LDS (waited and fenced), signals the cluster barrier; every wave waits on
@@ -404,7 +384,7 @@ def test_tdm_multicast_to_a_peer_is_refused_naming_the_op(sanitized):
     assert "not modeled" in msg and "please report" in msg, msg
 
 
-assert "{cfg}" in TDM_KERNEL  # _masked_tdm rewrites the config word this kernel takes
+assert "{cfg}" in TDM_DESC  # _masked_tdm rewrites the config word this kernel takes
 
 
 # -- what is supported ------------------------------------------------------------------------------

@@ -56,7 +56,10 @@ def test_tdm_descriptor_decodes_fields():
     assert (d.pad_interval, d.pad_amount) == (16, 4)  # 2^(1+1) dwords, 1 dword
 
 
-TDM_KERNEL = """
+# A TDM descriptor over %src as SSA values (fields per tdm.py's table): %lo / %hi the global
+# address (bit 31 of %hi set), %g1 group 1 (the config word %cfg, dims, tile, stride), %z4 /
+# %z8 the unused groups; group 0 (it names the LDS address) is the kernel's own.
+TDM_DESC = """
       %c0 = arith.constant 0 : i32
       %c1 = arith.constant 1 : i32
       %chi = arith.constant {hi} : i32
@@ -68,14 +71,26 @@ TDM_KERNEL = """
       %w5 = arith.constant {w5} : i32
       %gi = llvm.ptrtoint %src : !llvm.ptr<1> to i64
       %lo = arith.trunci %gi : i64 to i32
-      %c32 = arith.constant 32 : i64
-      %hi64 = arith.shrui %gi, %c32 : i64
+      %c32l = arith.constant 32 : i64
+      %hi64 = arith.shrui %gi, %c32l : i64
       %hi0 = arith.trunci %hi64 : i64 to i32
       %hi = arith.ori %hi0, %chi : i32
-      %g0 = vector.from_elements %c1, %c0, %lo, %hi : vector<4xi32>
       %g1 = vector.from_elements %cfg, %w1, %w2, %w3, %w4, %w5, %c0, %c0 : vector<8xi32>
       %z4 = arith.constant dense<0> : vector<4xi32>
-      %z8 = arith.constant dense<0> : vector<8xi32>
+      %z8 = arith.constant dense<0> : vector<8xi32>"""
+
+
+def tdm_desc(*, tdim0, tdim1, tile0, tile1, stride, pad=None) -> str:
+    """`TDM_DESC` for 4-byte elements: a `tdim1` x `tdim0` tensor with row stride `stride`,
+    `tile1` x `tile0` tiles, LDS padding `pad` = (interval, amount) encodings or None."""
+    cfg = 2 << 16 if pad is None else 2 << 16 | 1 << 20 | pad[0] << 22 | pad[1] << 25
+    words = dict(cfg=cfg, w1=(tdim0 & 0xFFFF) << 16, w2=(tdim1 & 0xFFFF) << 16, w3=tile0 << 16,
+                 w4=tile1, w5=stride, hi=-(1 << 31))
+    return TDM_DESC.format(**{k: int(np.uint32(v & 0xFFFFFFFF).astype(np.int32)) for k, v in words.items()})
+
+
+TDM_KERNEL = """
+      %g0 = vector.from_elements %c1, %c0, %lo, %hi : vector<4xi32>
       %c32i = arith.constant 32 : i32
       %wave0 = arith.cmpi slt, %t, %c32i : i32
       scf.if %wave0 {{
@@ -91,11 +106,8 @@ TDM_KERNEL = """
 
 
 def _tdm_body(wait: bool, *, tdim0=6, tdim1=3, tile0=8, tile1=4, stride=6, pad=(1, 0)):
-    cfg = 2 << 16 | 1 << 20 | pad[0] << 22 | pad[1] << 25
-    words = dict(cfg=cfg, w1=(tdim0 & 0xFFFF) << 16, w2=(tdim1 & 0xFFFF) << 16, w3=tile0 << 16,
-                 w4=tile1, w5=stride, hi=-(1 << 31))
-    words = {k: int(np.uint32(v & 0xFFFFFFFF).astype(np.int32)) for k, v in words.items()}
-    return TDM_KERNEL.format(wait="rocdl.s.wait.tensorcnt 0" if wait else "", **words)
+    desc = tdm_desc(tdim0=tdim0, tdim1=tdim1, tile0=tile0, tile1=tile1, stride=stride, pad=pad)
+    return desc + TDM_KERNEL.format(wait="rocdl.s.wait.tensorcnt 0" if wait else "")
 
 
 def _tdm_expect(src, tdim0=6, tdim1=3, tile0=8, tile1=4):

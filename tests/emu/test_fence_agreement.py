@@ -15,18 +15,15 @@ import numpy as np
 import pytest
 
 from ldssan.decode import Report
-from ldssan.hook import Collector
 from ldssan.passes.abi import ORDERINGS, SCOPES, BarrierForm
-from ldssan.passes.instrument import Instrumenter
 from ldssan.passes.ir.irview import UNKNOWN_LOC, Op
 from ldssan.runtime.emu.hooks import ShadowHooks
 from ldssan.runtime.emu.ops.llvm import fence as emit_fence
-from ldssan.runtime.emu.launch import run_kernel
 from ldssan.runtime.records import Ring, Rule
-from ldssan.runtime.session import ShadowSession
 from ldssan.runtime.shadow import AccessKind, Counter, ShadowEngine
-from ldssan.session import decode_outcome
 
+from ..shadow.protocol import lane0_at_zero
+from .sanitized import sanitize_mlir
 from .test_ops import module
 
 DRAINING_SCOPES = {"", "workgroup", "agent", "cluster"}  # not one-as, not narrower than the workgroup
@@ -75,9 +72,7 @@ def _engine_publishes(ordering: int, scope: str) -> bool:
     """Wave 0 stores, fences, signals; wave 1 reads after the barrier: no LDS001 iff drained."""
     ring = Ring()
     eng = ShadowEngine(64, 2, ring)
-    lane0 = np.zeros(32, bool)
-    lane0[0] = True
-    addr = np.zeros(32, np.int64)
+    addr, lane0 = lane0_at_zero()
     eng.ds(0, 1, addr, 4, AccessKind.WRITE, lane0)
     eng.fence(0, 2, ORDERINGS[ordering], scope)
     for w in (0, 1):
@@ -104,23 +99,7 @@ def test_emitter_and_engine_decide_the_same(combo):
 
 def _run_sanitized(text: str, out: np.ndarray) -> Report:
     """Instrument an MLIR kernel, run 64 lanes (two waves) round-robin, sanitized."""
-    from flydsl._mlir import ir
-    from flydsl.compiler.jit_function import _create_mlir_context
-
-    from ldssan.passes.ir.irview import view_module
-
-    with _create_mlir_context():
-        mod = ir.Module.parse(text)
-        Instrumenter(mod.operation).run()
-        view = view_module(mod)
-    view.key = str(abs(hash(text)))
-    col = Collector()
-    session = ShadowSession(view.attrs["ldssan.sites"], "kern", view, ring_capacity=256,
-                            on_finish=lambda o: col.add(decode_outcome(o, coverage=False)))
-    run_kernel(view, "kern", grid=(1, 1, 1), block=(64, 1, 1), args=[out], policy="round-robin",
-               sanitizer=session)
-    session.finish()
-    return col.results[0].report
+    return sanitize_mlir(text, [out], policy="round-robin")
 
 
 def _kernel(ordering: int, scope: str) -> str:

@@ -253,3 +253,18 @@ def test_non_finite_float_constants():
       %m = arith.maximumf %ninf, %one : f32
       %r = arith.fptosi %m : f32 to i32""" + STORE_R
     np.testing.assert_array_equal(run(body), 1)
+
+
+@pytest.mark.parametrize("name", ["gpu.lane_id", "math.ctpop"])
+def test_a_one_line_emitter_refuses_an_op_without_the_value_it_writes(name):
+    # a malformed op (no result / no operand) is UnsupportedOp naming it, not an IndexError
+    from types import SimpleNamespace
+
+    from ldssan.runtime.emu.codegen import Translator
+    from ldssan.runtime.emu.ops import load_all
+
+    op = SimpleNamespace(name=name, loc='"k.py":3:4', results=[], operands=[])
+    t = SimpleNamespace(unsupported=lambda o, d="": Translator.unsupported(None, o, d), mask="M0",
+                        v=lambda vid: f"v{vid}", out=lambda text: pytest.fail(f"emitted {text!r}"))
+    with pytest.raises(UnsupportedOp, match=f"'{name}' at \"k.py\":3:4"):
+        load_all()[name](t, op)

@@ -12,30 +12,14 @@ import pytest
 
 from ldssan.pytest_plugin import NOTHING_CHECKED
 
+from ..neighbour import IMPORTS, neighbour_source
+
 pytest_plugins = ["pytester"]
 
 HERE = Path(__file__).parent
 SUITE = [str(HERE / "test_rmsnorm_gpu.py"), str(HERE / "test_coop_gpu.py")]
 
-RACY = '''
-import pytest, torch
-import flydsl.compiler as flyc, flydsl.expr as fx
-
-N = 64
-
-
-@flyc.kernel
-def neighbour(Out: fx.Tensor):
-    tid = fx.thread_idx.x
-    lds = fx.SharedAllocator().allocate(fx.Array[fx.Int32, N]).peek()
-    lds[tid] = fx.Int32(tid) * 10
-    Out[tid] = lds[(tid + 32) % N]
-
-
-@flyc.jit
-def launch(Out: fx.Tensor, stream: fx.Stream = fx.Stream(None)):
-    neighbour(Out).launch(grid=(1, 1, 1), block=(N, 1, 1), stream=stream)
-
+RACY = "import pytest\n" + IMPORTS + neighbour_source(sync=(), shift=32) + '''
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="requires GPU")
 def test_neighbour_exchange():

@@ -60,26 +60,32 @@ MOE_DATA = {  # role: (function, statement text, occurrence)
 }
 
 
+def _sites(kernel: ModuleType | str, syncs: dict[str, tuple[str, ...]],
+           data: dict[str, tuple[str, str, int]]) -> dict[str, int]:
+    """Role -> line: the named sync lines of each function, then each data statement."""
+    p = protocol_lines(kernel)
+    sites: dict[str, int] = {}
+    for fn, names in syncs.items():
+        sites.update(p.named_syncs(fn, names))
+    sites.update({role: p.line(text, fn, nth) for role, (fn, text, nth) in data.items()})
+    return sites
+
+
+def _in(fn: str, data: dict[str, str]) -> dict[str, tuple[str, str, int]]:
+    """A role table whose statements are all first occurrences in `fn`."""
+    return {role: (fn, text, 0) for role, text in data.items()}
+
+
 @cache
 def rmsnorm_sites(kernel: ModuleType | str = "ldssan.kernels.rmsnorm") -> dict[str, int]:
-    p = protocol_lines(kernel)
-    sites = p.named_syncs("_block_sum", RMSNORM_SYNCS)
-    sites.update({role: p.line(text, "_block_sum") for role, text in RMSNORM_DATA.items()})
-    return sites
+    return _sites(kernel, {"_block_sum": RMSNORM_SYNCS}, _in("_block_sum", RMSNORM_DATA))
 
 
 @cache
 def gemm_sites(kernel: ModuleType | str = "ldssan.kernels.gemm") -> dict[str, int]:
-    p = protocol_lines(kernel)
-    sites = p.named_syncs("gemm_kernel", GEMM_SYNCS)
-    sites.update({role: p.line(text, "gemm_kernel") for role, text in GEMM_DATA.items()})
-    return sites
+    return _sites(kernel, {"gemm_kernel": GEMM_SYNCS}, _in("gemm_kernel", GEMM_DATA))
 
 
 @cache
 def mega_moe_sites(kernel: ModuleType | str = "ldssan.kernels.mega_moe") -> dict[str, int]:
-    p = protocol_lines(kernel)
-    sites = p.named_syncs("moe_route_kernel", MOE_ROUTE_SYNCS)
-    sites.update(p.named_syncs("moe_gemm_kernel", MOE_GEMM_SYNCS))
-    sites.update({role: p.line(text, fn, nth) for role, (fn, text, nth) in MOE_DATA.items()})
-    return sites
+    return _sites(kernel, {"moe_route_kernel": MOE_ROUTE_SYNCS, "moe_gemm_kernel": MOE_GEMM_SYNCS}, MOE_DATA)

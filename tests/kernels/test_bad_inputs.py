@@ -16,6 +16,7 @@ import torch
 from ldssan.kernels import _launch
 from ldssan.kernels import gemm as G
 from ldssan.kernels import mega_moe as M
+from ldssan.kernels.mega_moe_reference import moe_weights
 from ldssan.kernels import rmsnorm as R
 from ldssan.runtime.emu import emulate
 
@@ -153,8 +154,7 @@ def test_mega_moe_nan_and_inf_router_logits_follow_the_reference(scoring):
     logits[1] = float("nan")  # every logit NaN
     logits[2, 0] = float("inf")
     logits[3, 3] = float("-inf")
-    w1 = (torch.randn(e, 2 * inter, d, generator=gen) / d ** 0.5).to(torch.bfloat16)
-    w2 = (torch.randn(e, d, inter, generator=gen) / inter ** 0.5).to(torch.bfloat16)
+    w1, w2 = moe_weights(gen, e, d, inter)
     out = torch.full((t, d), SENTINEL, dtype=torch.bfloat16)
     with emulate("random(2)", resident=4):
         _, buf = M.mega_moe(x, logits, w1, w2, scoring=scoring, out=out, return_intermediates=True)

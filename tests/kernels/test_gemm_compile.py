@@ -22,10 +22,9 @@ import torch
 from ldssan.kernels import gemm as G
 
 from flydsl._mlir import ir  # noqa: E402
-from flydsl.compiler.diagnostics import DSLCompileError  # noqa: E402
 from flydsl.compiler.jit_function import _create_mlir_context  # noqa: E402
 
-from .compile_support import compile_only_env, gpu_func, is_lds_ptr, isa as isa_of, linker_present, walk  # noqa: E402
+from .compile_support import compile_dump, compile_only_env, gpu_func, is_lds_ptr, isa as isa_of, walk  # noqa: E402
 from .protocol import GEMM_SYNCS, gemm_sites  # noqa: E402
 
 _IN = {"fp8": torch.float8_e4m3fn, "bf16": torch.bfloat16}
@@ -50,16 +49,12 @@ def _compile(kind: str, waves: int, nb: int, dump: Path, out: str = "bf16", shap
     m, n, k = shape
     a = torch.zeros(m, k, dtype=_IN[kind])
     b = torch.zeros(n, k, dtype=_IN[kind])
-    try:
+
+    def launch():
         c = G.gemm(a, b, waves=waves, nb=nb, out_dtype=_OUT[out])
         assert c.shape == (m, n) and c.dtype == _OUT[out]
-    except DSLCompileError as exc:
-        # Without ld.lld only the final code-object link fails; stages 00-19 are written.
-        if linker_present() or "lld invocation failed" not in str(exc):
-            raise
-    dirs = sorted(dump.glob("gemm_kernel_*"))
-    assert len(dirs) == 1, f"expected one kernel dump folder, got {dirs}"
-    return dirs[0]
+
+    return compile_dump(dump, "gemm_kernel", launch)
 
 
 

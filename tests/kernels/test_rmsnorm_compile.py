@@ -20,10 +20,9 @@ from ldssan.kernels import rmsnorm as R
 import ml_dtypes  # noqa: E402
 import torch  # noqa: E402
 from flydsl._mlir import ir  # noqa: E402
-from flydsl.compiler.diagnostics import DSLCompileError  # noqa: E402
 from flydsl.compiler.jit_function import _create_mlir_context  # noqa: E402
 
-from .compile_support import compile_only_env, gpu_func, is_lds_ptr, isa as isa_of, linker_present, walk  # noqa: E402
+from .compile_support import compile_dump, compile_only_env, gpu_func, is_lds_ptr, isa as isa_of, walk  # noqa: E402
 from .protocol import rmsnorm_sites  # noqa: E402
 
 _TORCH = {"bf16": torch.bfloat16, "f32": torch.float32}
@@ -40,16 +39,12 @@ def _compile(dtype: str, n: int, dump: Path) -> Path:
     """Compile through the public launcher; return the kernel's dump folder."""
     x = torch.zeros(2, n, dtype=_TORCH[dtype])
     gamma = torch.ones(n, dtype=_TORCH[dtype])
-    try:
+
+    def launch():
         out = R.rmsnorm(x, gamma, eps=1e-6)
         assert out.shape == x.shape and out.dtype == x.dtype
-    except DSLCompileError as exc:
-        # Without ld.lld only the final code-object link fails; stages 00-19 are written.
-        if linker_present() or "lld" not in str(exc):
-            raise
-    dirs = sorted(dump.glob("rmsnorm_kernel_*"))
-    assert len(dirs) == 1, f"expected one kernel dump folder, got {dirs}"
-    return dirs[0]
+
+    return compile_dump(dump, "rmsnorm_kernel", launch)
 
 
 

@@ -10,7 +10,7 @@ import fnmatch
 import pytest
 
 from ldssan.decode import SiteTable
-from ldssan.runtime.records import Record
+from ldssan.runtime.records import NO_SITE, Cause, Record
 
 KERNEL_FILE = "/src/kernels/k_lds.py"
 GEMM_FILE = "/src/kernels/gemm.py"
@@ -89,3 +89,14 @@ def _match_lines(text: str, patterns: list[str]) -> None:
 @pytest.fixture
 def match_lines():
     return _match_lines
+
+
+def mixed_records(lds011_other: int = 4) -> list[Record]:
+    """One record of each other kind: LDS011 at the tdm read (site 5; its other site given),
+    LDS013 at a wave end, LDS020 barrier mismatch, LDS030 at a site not in the table."""
+    return [
+        Record(11, Cause.COPY_NOT_WAITED, 5, lds011_other, lds_offset=256 + 16, wave=1, other_wave=1, extra=0),
+        Record(13, Cause.WAVE_END, 3, NO_SITE, lds_offset=256, wave=3),
+        Record(20, Cause.BARRIER_MISMATCH, 2, 2, wave=0, other_wave=1),
+        Record(30, Cause.NONE, 17, NO_SITE, lds_offset=0x9000, wave=0, lane=3),
+    ]

@@ -13,7 +13,9 @@ from rich.console import Console
 from ldssan import report as rpt
 from ldssan import rules
 from ldssan.decode import decode
-from ldssan.runtime.records import NO_SITE, Cause, Record, Rule
+from ldssan.runtime.records import Record, Rule
+
+from .conftest import mixed_records
 
 
 @pytest.fixture
@@ -23,13 +25,7 @@ def lds001(sites, raw_records):
 
 @pytest.fixture
 def mixed(sites, raw_records):
-    extra = [
-        Record(11, Cause.COPY_NOT_WAITED, 5, 4, lds_offset=256 + 16, wave=1, other_wave=1, extra=0),
-        Record(13, Cause.WAVE_END, 3, NO_SITE, lds_offset=256, wave=3),
-        Record(20, Cause.BARRIER_MISMATCH, 2, 2, wave=0, other_wave=1),
-        Record(30, Cause.NONE, 17, NO_SITE, lds_offset=0x9000, wave=0, lane=3),
-    ]
-    return decode(raw_records + extra, sites, dropped=0, capacity=64)
+    return decode(raw_records + mixed_records(), sites, dropped=0, capacity=64)
 
 
 # -- console ---------------------------------------------------------------------------

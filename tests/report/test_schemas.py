@@ -13,7 +13,9 @@ import pytest
 
 from ldssan import report as rpt
 from ldssan.decode import SiteTable, decode, merge_reports
-from ldssan.runtime.records import NO_SITE, Cause, Record
+from ldssan.runtime.records import Record
+
+from .conftest import mixed_records
 
 DATA = Path(__file__).parent / "data"
 
@@ -33,13 +35,7 @@ def json_validator():
 
 
 def _reports(sites, raw_records):
-    extra = [
-        Record(11, Cause.COPY_NOT_WAITED, 5, 3, lds_offset=256 + 16, wave=1, other_wave=1, extra=0),
-        Record(13, Cause.WAVE_END, 3, NO_SITE, lds_offset=256, wave=3),
-        Record(20, Cause.BARRIER_MISMATCH, 2, 2, wave=0, other_wave=1),
-        Record(30, Cause.NONE, 17, NO_SITE, lds_offset=0x9000, wave=0, lane=3),
-        Record(77, 0, 1),  # a number no rule has
-    ]
+    extra = mixed_records(lds011_other=3) + [Record(77, 0, 1)]  # 77: a number no rule has
     return {
         "grouped": decode(raw_records, sites),
         "mixed": decode(raw_records + extra, sites, capacity=64),

@@ -18,6 +18,7 @@ from ldssan.decode import Report, SiteTable, SiteTableError, merge_reports
 from ldssan.kernels import rmsnorm as rms
 from ldssan.session import lint_violations
 from ldssan.variants import Edit, Origin, load_variant
+from tests.neighbour import IMPORTS, neighbour_source
 from tests.sanitizer.test_rmsnorm_bugs import VARIANTS, _inputs
 
 ORIGINAL = inspect.getsourcefile(rms)
@@ -162,24 +163,11 @@ def test_a_static_finding_prints_no_lds_offset_or_workgroup(sites, match_lines):
 
 pytest_plugins = ["pytester"]
 
-LINT_KERNELS = '''
-import torch, flydsl.compiler as flyc, flydsl.expr as fx
-N = 64
-
-@flyc.kernel
-def no_acquire(Out: fx.Tensor):
-    tid = fx.thread_idx.x
-    lds = fx.SharedAllocator().allocate(fx.Array[fx.Int32, N]).peek()
-    lds[tid] = fx.Int32(tid) * 10
-    fx.memory_fence(syncscope="workgroup", ordering=fx.AtomicOrdering.Release)
-    fx.rocdl.s_barrier_signal(-1)
-    fx.rocdl.s_barrier_wait(-1)
-    Out[tid] = lds[(tid + 32) % N]
-
-@flyc.jit
-def launch(Out: fx.Tensor, stream: fx.Stream = fx.Stream(None)):
-    no_acquire(Out).launch(grid=(1, 1, 1), block=(N, 1, 1), stream=stream)
-
+LINT_KERNELS = IMPORTS + neighbour_source("no_acquire", sync=(
+    'fx.memory_fence(syncscope="workgroup", ordering=fx.AtomicOrdering.Release)',
+    "fx.rocdl.s_barrier_signal(-1)",
+    "fx.rocdl.s_barrier_wait(-1)",
+), shift=32) + '''
 def test_first():
     out = torch.zeros(N, dtype=torch.int32)
     launch(out)

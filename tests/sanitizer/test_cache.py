@@ -11,24 +11,9 @@ import textwrap
 
 import pytest
 
-KERNEL = textwrap.dedent('''
-    import json, sys
-    import torch, flydsl.compiler as flyc, flydsl.expr as fx
-    from flydsl.compiler import jit_function
-    N = 64
+from ..neighbour import IMPORTS, neighbour_source
 
-    @flyc.kernel
-    def neighbour(Out: fx.Tensor):
-        tid = fx.thread_idx.x
-        lds = fx.SharedAllocator().allocate(fx.Array[fx.Int32, N]).peek()
-        lds[tid] = fx.Int32(tid) * 10
-        fx.gpu.barrier()
-        Out[tid] = lds[(tid + 1) % N]
-
-    @flyc.jit
-    def launch(Out: fx.Tensor, stream: fx.Stream = fx.Stream(None)):
-        neighbour(Out).launch(grid=(1, 1, 1), block=(N, 1, 1), stream=stream)
-
+KERNEL = "import json, sys\n" + IMPORTS + neighbour_source() + textwrap.dedent('''
     out = torch.zeros(N, dtype=torch.int32)
     mode = sys.argv[1]
     if mode == "san":

@@ -6,14 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ldssan.decode import decode
-from ldssan.hook import Collector
-from ldssan.passes.instrument import Instrumenter
-from ldssan.runtime.emu.launch import run_kernel
-from ldssan.runtime.session import ShadowSession
-from ldssan.session import decode_outcome
 
 from ..emu.test_copies_wmma import ASYNC_KERNEL, _tdm_body
+from ..emu.sanitized import sanitize_mlir
 from ..emu.test_ops import module
 
 PARAMS = "%out: !llvm.ptr<1>, %src: !llvm.ptr<1>"
@@ -21,24 +16,7 @@ PARAMS = "%out: !llvm.ptr<1>, %src: !llvm.ptr<1>"
 
 def sanitize_text(text: str, policy: str = "round-robin"):
     """Instrument an MLIR module text, run it sanitized, return the report."""
-    from flydsl._mlir import ir
-    from flydsl.compiler.jit_function import _create_mlir_context
-
-    from ldssan.passes.ir.irview import view_module
-
-    with _create_mlir_context():
-        mod = ir.Module.parse(text)
-        Instrumenter(mod.operation).run()
-        view = view_module(mod)
-    view.key = str(abs(hash(text)))
-    col = Collector()
-    session = ShadowSession(view.attrs["ldssan.sites"], "kern", view, ring_capacity=256,
-                            on_finish=lambda out: col.add(decode_outcome(out, coverage=False)))
-    src = np.arange(100, 164, dtype=np.int32)
-    run_kernel(view, "kern", grid=(1, 1, 1), block=(64, 1, 1), args=[np.zeros(64, np.int32), src],
-               policy=policy, sanitizer=session)
-    session.finish()
-    return col.results[0].report
+    return sanitize_mlir(text, [np.zeros(64, np.int32), np.arange(100, 164, dtype=np.int32)], policy=policy)
 
 
 def _codes(report):

@@ -7,46 +7,22 @@ same under every scheduler policy of the virtual gfx1250 (ALL_POLICIES)."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from ldssan.runtime.emu import ALL_POLICIES
 
-from ..emu.test_copies_wmma import ASYNC_KERNEL
+from ..emu.test_copies_wmma import ASYNC_KERNEL, tdm_desc
 from ..emu.test_ops import module
 from .test_copies_e2e import PARAMS, sanitize_text
 
-_U32 = 0xFFFFFFFF
 PUBLISH_CAUSE = "copy completed by its wave's wait, never published to this wave"
 TDM_OP = "rocdl.tensor.load.to.lds"
 ASYNC_OP = "rocdl.global.load.async.to.lds.b32"
 TILE_BYTES = 256  # one 8x8 tile of i32, no padding: every byte of it is written
 
 
-def _i32(v: int) -> int:
-    return int(np.uint32(v & _U32).astype(np.int32))
-
-
 # Descriptor of an 8x8 i32 tile (tdm.py's field table): 4-byte elements, no padding.
-_TDM_HEAD = f"""
-      %c0 = arith.constant 0 : i32
-      %c1 = arith.constant 1 : i32
-      %chi = arith.constant {_i32(-(1 << 31))} : i32
-      %cfg = arith.constant {2 << 16} : i32
-      %w1 = arith.constant {8 << 16} : i32
-      %w2 = arith.constant {8 << 16} : i32
-      %w3 = arith.constant {8 << 16} : i32
-      %w4 = arith.constant 8 : i32
-      %w5 = arith.constant 8 : i32
-      %gi = llvm.ptrtoint %src : !llvm.ptr<1> to i64
-      %lo = arith.trunci %gi : i64 to i32
-      %c32l = arith.constant 32 : i64
-      %hi64 = arith.shrui %gi, %c32l : i64
-      %hi0 = arith.trunci %hi64 : i64 to i32
-      %hi = arith.ori %hi0, %chi : i32
-      %g1 = vector.from_elements %cfg, %w1, %w2, %w3, %w4, %w5, %c0, %c0 : vector<8xi32>
-      %z4 = arith.constant dense<0> : vector<4xi32>
-      %z8 = arith.constant dense<0> : vector<8xi32>
+_TDM_HEAD = tdm_desc(tdim0=8, tdim1=8, tile0=8, tile1=8, stride=8) + f"""
       %c32 = arith.constant 32 : i32
       %c63 = arith.constant 63 : i32
       %wave0 = arith.cmpi slt, %t, %c32 : i32

@@ -18,6 +18,7 @@ from ldssan import hook
 from ldssan.decode import merge_reports
 from ldssan.kernels import gemm as G
 from ldssan.kernels import mega_moe as M
+from ldssan.kernels.mega_moe_reference import moe_inputs
 from ldssan.kernels import rmsnorm as rms
 from ldssan.passes.instrument import Instrumenter
 from ldssan.report import render_text, to_json, to_sarif
@@ -290,12 +291,7 @@ def test_bundled_rmsnorm_and_gemm_have_no_lint_finding():
 
 
 def test_bundled_mega_moe_has_no_lint_finding():
-    gen = torch.Generator().manual_seed(5)
-    t, e, d, inter = 8, 4, 512, 256
-    x = torch.randn(t, d, generator=gen).to(torch.bfloat16)
-    logits = torch.randn(t, e, generator=gen)
-    w1 = (torch.randn(e, 2 * inter, d, generator=gen) / d ** 0.5).to(torch.bfloat16)
-    w2 = (torch.randn(e, d, inter, generator=gen) / inter ** 0.5).to(torch.bfloat16)
+    x, logits, w1, w2 = moe_inputs(torch.Generator().manual_seed(5))
     with hook.sanitize("round-robin", resident=4) as col:
         out = M.mega_moe(x, logits, w1, w2)
     assert np.isfinite(out.float().numpy()).all()

@@ -19,6 +19,7 @@ import torch
 
 from ldssan import hook
 from ldssan.kernels import mega_moe as M
+from ldssan.kernels.mega_moe_reference import moe_inputs
 from ldssan.variants import Edit, load_variant
 from tests.kernels.protocol import mega_moe_sites
 
@@ -50,13 +51,7 @@ def _lines(site, path: str) -> set[int]:
 
 
 def _inputs():
-    gen = torch.Generator().manual_seed(5)
-    t, e, d, inter = 8, 4, 512, 256
-    x = torch.randn(t, d, generator=gen).to(torch.bfloat16)
-    logits = torch.randn(t, e, generator=gen)
-    w1 = (torch.randn(e, 2 * inter, d, generator=gen) / d ** 0.5).to(torch.bfloat16)
-    w2 = (torch.randn(e, d, inter, generator=gen) / inter ** 0.5).to(torch.bfloat16)
-    return x, logits, w1, w2
+    return moe_inputs(torch.Generator().manual_seed(5))
 
 
 def test_the_edits_are_the_planted_lines():

@@ -8,9 +8,6 @@ from pathlib import Path
 
 import torch
 
-import flydsl.compiler as flyc
-import flydsl.expr as fx
-
 import ldssan
 from ldssan import runtime
 from ldssan.passes import sites
@@ -18,31 +15,19 @@ from ldssan.runtime.emu import codegen, emulate, frontend
 
 from .test_copies_e2e import PARAMS, module, sanitize_text
 from ..emu.test_copies_wmma import _tdm_body
+from ..neighbour import load_neighbour
 
 ROOT = Path(__file__).resolve().parents[2]
 N = 64
 
 
-@flyc.kernel
-def _neighbour(Out: fx.Tensor):
-    tid = fx.thread_idx.x
-    lds = fx.SharedAllocator().allocate(fx.Array[fx.Int32, N]).peek()
-    lds[tid] = fx.Int32(tid) * 10
-    fx.gpu.barrier()
-    Out[tid] = lds[(tid + 1) % N]
-
-
-@flyc.jit
-def _launch(Out: fx.Tensor, stream: fx.Stream = fx.Stream(None)):
-    _neighbour(Out).launch(grid=(1, 1, 1), block=(N, 1, 1), stream=stream)
-
-
-def test_reset_caches_empties_what_a_flydsl_launch_filled():
+def test_reset_caches_empties_what_a_flydsl_launch_filled(tmp_path):
+    _launch = load_neighbour(tmp_path).launch
     out = torch.zeros(N, dtype=torch.int32)
     with emulate():
         _launch(out)
     assert int(out[1]) == 20
-    with ldssan.sanitize() as results:  # runs the pass: reads this file's function spans
+    with ldssan.sanitize() as results:  # runs the pass: reads the kernel file's function spans
         _launch(out)
     assert results.results and not results.violations
     assert frontend._VIEWS and codegen._CACHE and frontend._DIGEST is not None

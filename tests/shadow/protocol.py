@@ -257,6 +257,43 @@ class Scheduler:
 POLICIES = ["rr", "seq", "reverse"] + [("random", s) for s in range(6)] + [("blocks", s) for s in range(6)]
 
 
+def lane0_at_zero(n_lanes: int = 32) -> tuple[np.ndarray, np.ndarray]:
+    """(addr, mask) operands of a raw engine access by lane 0 alone, at LDS offset 0."""
+    mask = np.zeros(n_lanes, bool)
+    mask[0] = True
+    return np.zeros(n_lanes, np.int64), mask
+
+
 def found(records: Iterable[Record]) -> set[tuple]:
     """{(rule, cause, site, other_site)} -- the schedule-independent verdict."""
     return {(r.rule, r.cause, r.site, r.other_site) for r in records}
+
+
+def random_phases(rng: random.Random, prog: Program, phases: int, *, exit_p: float, max_ops: int,
+                  op, window_op, drain_p: float) -> Program:
+    """Fill every wave of `prog` with `phases` barrier phases, each barrier a gpu, raw or split
+    one at random. A phase runs up to `max_ops` calls `op(builder, sites)`, a split barrier's
+    signal-wait window up to two `window_op(builder, sites)` (`sites` yields fresh site ids);
+    a wave ends early with probability `exit_p` and waits for its copies with `drain_p`."""
+    sites = iter(range(1000, 100000))
+    for w in range(prog.n_waves):
+        b = prog.wave(w)
+        exit_at = rng.randint(0, phases) if rng.random() < exit_p else phases
+        for ph in range(phases + 1):
+            for _ in range(rng.randint(0, max_ops)):
+                op(b, sites)
+            if ph == exit_at or ph == phases:
+                break
+            style = rng.choice(["gpu", "raw", "split", "split"])
+            if style == "gpu":
+                b.barrier(100 + ph)
+            elif style == "raw":
+                b.raw_barrier(100 + ph)
+            else:
+                b.signal(100 + ph)
+                for _ in range(rng.randint(0, 2)):
+                    window_op(b, sites)
+                b.wait_barrier(100 + ph)
+        if rng.random() < drain_p:
+            b.wait_tensor(0).wait_async(0)
+    return prog

@@ -9,7 +9,7 @@ import pytest
 
 from ldssan.runtime.records import Cause, Rule
 
-from .protocol import Program, found
+from .protocol import Program, found, random_phases
 
 SCHEDULES = (["rr", "seq", "reverse"] + [("random", s) for s in range(25)]
              + [("blocks", s) for s in range(25)])
@@ -106,29 +106,9 @@ def _random_program(seed: int) -> Program:
     rng = random.Random(seed)
     n_waves = rng.choice([2, 3, 4])
     phases = rng.randint(1, 4)
-    prog = Program(waves=n_waves, lds=96)
-    site = iter(range(1000, 100000))
-    for w in range(n_waves):
-        b = prog.wave(w)
-        exit_at = rng.randint(0, phases) if rng.random() < 0.25 else phases
-        for ph in range(phases + 1):
-            for _ in range(rng.randint(0, 4)):
-                _random_op(rng, b, next(site))
-            if ph == exit_at or ph == phases:
-                break
-            style = rng.choice(["gpu", "raw", "split", "split"])
-            if style == "gpu":
-                b.barrier(100 + ph)
-            elif style == "raw":
-                b.raw_barrier(100 + ph)
-            else:
-                b.signal(100 + ph)
-                for _ in range(rng.randint(0, 2)):
-                    _random_op(rng, b, next(site))
-                b.wait_barrier(100 + ph)
-        if rng.random() < 0.6:
-            b.wait_tensor(0).wait_async(0)
-    return prog
+    op = lambda b, sites: _random_op(rng, b, next(sites))  # noqa: E731
+    return random_phases(rng, Program(waves=n_waves, lds=96), phases, exit_p=0.25, max_ops=4, op=op,
+                         window_op=op, drain_p=0.6)
 
 
 def _random_op(rng: random.Random, b, site: int):

@@ -12,7 +12,7 @@ import pytest
 from ldssan.runtime.records import NO_LANE, NO_SITE, NO_WAVE, Cause, Record, Ring, Rule
 from ldssan.runtime.shadow import AccessKind, Counter, ShadowEngine
 
-from .protocol import END_SITE, POLICIES, Program, Scheduler, found
+from .protocol import END_SITE, POLICIES, Program, Scheduler, found, lane0_at_zero
 
 
 def verdict(prog: Program) -> set:
@@ -532,9 +532,7 @@ def test_wave_uniform_operands_broadcast():
 def test_other_barrier_ids_create_no_order():
     ring = Ring()
     eng = ShadowEngine(64, 2, ring)
-    one = np.zeros(32, bool)
-    one[0] = True
-    addr = np.zeros(32, np.int64)
+    addr, one = lane0_at_zero()
     eng.ds(0, 10, addr, 4, AccessKind.WRITE, one)
     eng.wait(0, 1, Counter.DS, 0)
     for w in (0, 1):

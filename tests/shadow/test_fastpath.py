@@ -22,7 +22,7 @@ from ldssan.runtime.records import Ring, Rule
 from ldssan.runtime.shadow import AccessKind, CopyKind, Counter, ShadowEngine
 from ldssan.runtime.shadow import lds as lds_mod
 
-from .protocol import Program, Scheduler
+from .protocol import Program, Scheduler, random_phases
 from .reference_now import ReferenceEngine
 
 
@@ -125,31 +125,17 @@ def _random_program(seed: int) -> Program:
     G = rng.choice([1, 1, 2, 3])
     prog = Program(waves=n_waves, lds=lds, groups=tuple(range(10, 10 + G)))
     phases = rng.randint(0, 4)
-    site = iter(range(1000, 100000))
-    for w in range(n_waves):
-        b = prog.wave(w)
-        exit_at = rng.randint(0, phases) if rng.random() < 0.2 else phases
-        for ph in range(phases + 1):
-            for _ in range(rng.randint(0, 7)):
-                if rng.random() < 0.7:
-                    _random_access(rng, b, next(site), lds, G)
-                else:
-                    _random_sync(rng, b)
-            if ph == exit_at or ph == phases:
-                break
-            style = rng.choice(["gpu", "raw", "split", "split"])
-            if style == "gpu":
-                b.barrier(100 + ph)
-            elif style == "raw":
-                b.raw_barrier(100 + ph)
-            else:
-                b.signal(100 + ph)
-                for _ in range(rng.randint(0, 2)):
-                    _random_access(rng, b, next(site), lds, G)
-                b.wait_barrier(100 + ph)
-        if rng.random() < 0.5:
-            b.wait_tensor(0).wait_async(0)
-    return prog
+
+    def access(b, sites):
+        _random_access(rng, b, next(sites), lds, G)
+
+    def op(b, sites):
+        if rng.random() < 0.7:
+            access(b, sites)
+        else:
+            _random_sync(rng, b)
+
+    return random_phases(rng, prog, phases, exit_p=0.2, max_ops=7, op=op, window_op=access, drain_p=0.5)
 
 
 def _random_sync(rng: random.Random, b):

@@ -24,6 +24,18 @@ def emits(*names: str):
     return register
 
 
+def one_line(template: str) -> Callable:
+    """An emitter that writes one line: `template` with `{r}` = the op's first result,
+    `{x}` = its first operand, `{mask}` = the exec mask."""
+    def emit(t, op) -> None:
+        if ("{r}" in template and not op.results) or ("{x}" in template and not op.operands):
+            raise t.unsupported(op, "the op lacks the result or operand its emitter writes")
+        t.out(template.format(r=t.v(op.results[0]) if op.results else "",
+                              x=t.v(op.operands[0]) if op.operands else "", mask=t.mask))
+
+    return emit
+
+
 def load_all() -> dict[str, Callable]:
     """Import every dialect module so their emitters register (idempotent)."""
     from . import arith, copies, gpu, llvm, math, rocdl, sanitizer, scf, vector, wmma  # noqa: F401

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ldssan.passes.ir.irview import Op, RawAttr
-from . import emits
+from . import emits, one_line
 
 _DIMS = {"x": 0, "y": 1, "z": 2}
 
@@ -18,64 +18,43 @@ def _dim(op: Op) -> int:
     return _DIMS[_enum_word(op.attr("dimension"))]
 
 
-def _id(field: str):
+def _per_dim(expr: str):
+    """An emitter for a query along the op's `dimension`: `expr` with `{d}` = its index."""
     def emit(t, op: Op) -> None:
-        t.out(f"{t.v(op.results[0])} = ctx.{field}[{_dim(op)}]")
+        t.out(f"{t.v(op.results[0])} = " + expr.format(d=_dim(op)))
 
     return emit
-
-
-emits("gpu.thread_id")(_id("tid"))
-emits("gpu.block_id")(_id("bid"))
-emits("gpu.block_dim")(_id("bdim"))
-emits("gpu.grid_dim")(_id("gdim"))
 
 
 # Clusters (MLIR GPU dialect docs): `cluster_id` is the cluster's id in the grid,
 # `cluster_block_id` the block's id within its cluster, `cluster_dim_blocks` the blocks per
 # cluster and `cluster_dim` the clusters per grid, along one dimension. The uniformity
 # analysis treats the first two as per-lane values: broadcast over the wave's lanes.
-def _cluster_lanes(field: str):
-    def emit(t, op: Op) -> None:
-        t.out(f"{t.v(op.results[0])} = np.broadcast_to(ctx.{field}[{_dim(op)}], (ctx.L,)).astype(np.int64)")
-
-    return emit
-
-
-emits("gpu.cluster_id")(_cluster_lanes("cid"))
-emits("gpu.cluster_block_id")(_cluster_lanes("cwg"))
-emits("gpu.cluster_dim_blocks")(_id("cdim"))
-
-
-@emits("gpu.cluster_dim")
-def cluster_dim(t, op: Op) -> None:
-    d = _dim(op)
-    t.out(f"{t.v(op.results[0])} = ctx.gdim[{d}] // ctx.cdim[{d}]")
+_PER_LANE = "np.broadcast_to(ctx.{field}[{{d}}], (ctx.L,)).astype(np.int64)"
+for _name, _expr in {
+    "gpu.thread_id": "ctx.tid[{d}]",
+    "gpu.block_id": "ctx.bid[{d}]",
+    "gpu.block_dim": "ctx.bdim[{d}]",
+    "gpu.grid_dim": "ctx.gdim[{d}]",
+    "gpu.cluster_id": _PER_LANE.format(field="cid"),
+    "gpu.cluster_block_id": _PER_LANE.format(field="cwg"),
+    "gpu.cluster_dim_blocks": "ctx.cdim[{d}]",
+    "gpu.cluster_dim": "ctx.gdim[{d}] // ctx.cdim[{d}]",
+}.items():
+    emits(_name)(_per_dim(_expr))
 
 
-@emits("gpu.lane_id")
-def lane_id(t, op: Op) -> None:
-    t.out(f"{t.v(op.results[0])} = ctx.lane.astype(np.int64)")
+for _name, _line in {
+    "gpu.lane_id": "{r} = ctx.lane.astype(np.int64)",
+    "gpu.subgroup_id": "{r} = np.int64(ctx.wave)",
+    "gpu.subgroup_size": "{r} = np.int64(32)",
+    "gpu.num_subgroups": "{r} = np.int64(ctx.n_waves)",
+}.items():
+    emits(_name)(one_line(_line))
 
-
-@emits("gpu.subgroup_id")
-def subgroup_id(t, op: Op) -> None:
-    t.out(f"{t.v(op.results[0])} = np.int64(ctx.wave)")
-
-
-@emits("gpu.subgroup_size")
-def subgroup_size(t, op: Op) -> None:
-    t.out(f"{t.v(op.results[0])} = np.int64(32)")
-
-
-@emits("gpu.num_subgroups")
-def num_subgroups(t, op: Op) -> None:
-    t.out(f"{t.v(op.results[0])} = np.int64(ctx.n_waves)")
-
-
-@emits("gpu.barrier")
-def barrier(t, op: Op) -> None:
-    t.out(f"yield ('barrier', -1, {t.mask})")
+# the workgroup barrier, one for the gpu and the rocdl spellings
+barrier = emits("gpu.barrier", "rocdl.s.barrier", "rocdl.barrier")(
+    one_line("yield ('barrier', -1, {mask})"))
 
 
 @emits("gpu.return", "func.return", "llvm.return")

@@ -6,7 +6,7 @@ Transcendentals are exact in numpy and about 1 ulp on hardware: compare with a t
 from __future__ import annotations
 
 from ldssan.passes.ir.irview import Op
-from . import emits
+from . import emits, one_line
 from .arith import _dtype_expr
 
 _UNARY = {
@@ -52,21 +52,10 @@ for _name in _BIN:
     emits(_name)(binary)
 
 
-@emits("math.absi", "llvm.intr.abs")
-def absi(t, op: Op) -> None:
-    t.out(f"{t.v(op.results[0])} = np.abs({t.v(op.operands[0])})")
-
-
-@emits("math.ctpop", "llvm.intr.ctpop")
-def ctpop(t, op: Op) -> None:
-    t.out(f"{t.v(op.results[0])} = R.ctpop({t.v(op.operands[0])})")
-
-
-@emits("math.cttz", "llvm.intr.cttz")
-def cttz(t, op: Op) -> None:
-    t.out(f"{t.v(op.results[0])} = R.cttz({t.v(op.operands[0])})")
-
-
-@emits("math.ctlz", "llvm.intr.ctlz")
-def ctlz(t, op: Op) -> None:
-    t.out(f"{t.v(op.results[0])} = R.ctlz({t.v(op.operands[0])})")
+for _names, _line in {
+    ("math.absi", "llvm.intr.abs"): "{r} = np.abs({x})",
+    ("math.ctpop", "llvm.intr.ctpop"): "{r} = R.ctpop({x})",
+    ("math.cttz", "llvm.intr.cttz"): "{r} = R.cttz({x})",
+    ("math.ctlz", "llvm.intr.ctlz"): "{r} = R.ctlz({x})",
+}.items():
+    emits(*_names)(one_line(_line))

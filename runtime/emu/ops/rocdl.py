@@ -8,7 +8,7 @@ Barriers and counter waits become `yield` events for the scheduler:
 from __future__ import annotations
 
 from ldssan.passes.ir.irview import Op
-from . import emits
+from . import emits, one_line
 from .arith import _dtype_expr, lane_vector
 from .llvm import _count
 from ..rt.crosslane import dpp_control_name
@@ -186,19 +186,17 @@ def _barrier_id(t, op: Op, *, cluster: bool = True) -> int:
                             f"barriers {modeled} are: unsupported op, please report")
 
 
-@emits("rocdl.s.barrier.signal")
-def barrier_signal(t, op: Op) -> None:
-    t.out(f"yield ('signal', {_barrier_id(t, op)}, {t.mask})")
+def _barrier_event(event: str, masked: bool):
+    """An emitter yielding `(event, barrier id[, exec mask])` to the scheduler."""
+    def emit(t, op: Op) -> None:
+        mask = f", {t.mask}" if masked else ""
+        t.out(f"yield ('{event}', {_barrier_id(t, op)}{mask})")
+
+    return emit
 
 
-@emits("rocdl.s.barrier.wait")
-def barrier_wait(t, op: Op) -> None:
-    t.out(f"yield ('wait', {_barrier_id(t, op)})")
-
-
-@emits("rocdl.s.barrier", "rocdl.barrier")
-def barrier(t, op: Op) -> None:
-    t.out(f"yield ('barrier', -1, {t.mask})")
+emits("rocdl.s.barrier.signal")(_barrier_event("signal", masked=True))
+emits("rocdl.s.barrier.wait")(_barrier_event("wait", masked=False))
 
 
 _COUNTERS = {
@@ -213,9 +211,7 @@ def wait_counter(t, op: Op) -> None:
     t.out(f"yield ('waitcnt', {_COUNTERS[op.name]!r}, {int(op.attr('count'))})")
 
 
-@emits("rocdl.asyncmark")
-def asyncmark(t, op: Op) -> None:
-    t.out("ctx.asyncmark()")
+emits("rocdl.asyncmark")(one_line("ctx.asyncmark()"))
 
 
 @emits("rocdl.wait.asyncmark")

@@ -11,6 +11,15 @@ def _static_pos(op: Op) -> list[int]:
     return list(op.attr("static_position", []) or [])
 
 
+def _overwrite(t, res, dest, index: str, val: str) -> None:
+    """`res` = a copy of vector `dest` with `[index]` set to `val` (on the element axis of
+    every lane when `res` varies by lane)."""
+    lanes = "" if t.uniform(res) else ":, "
+    copy = f"{t.v(dest)}.copy()" if t.uniform(res) else f"np.array({t.lanes(dest)})"
+    t.out(f"{t.v(res)} = {copy}")
+    t.out(f"{t.v(res)}[{lanes}{index}] = {val}")
+
+
 @emits("vector.broadcast", "vector.splat")
 def broadcast(t, op: Op) -> None:
     src, res = op.operands[0], op.results[0]
@@ -61,12 +70,7 @@ def insert(t, op: Op) -> None:
     res = op.results[0]
     if dyn and not all(t.uniform(d) for d in dyn):
         raise t.unsupported(op, "per-lane insert position")
-    if t.uniform(res):
-        t.out(f"{t.v(res)} = {t.v(dest)}.copy()")
-        t.out(f"{t.v(res)}[int({pos})] = {t.v(val)}")
-    else:
-        t.out(f"{t.v(res)} = np.array({t.lanes(dest)})")
-        t.out(f"{t.v(res)}[:, int({pos})] = {t.v(val)}")
+    _overwrite(t, res, dest, f"int({pos})", t.v(val))
 
 
 @emits("vector.from_elements")
@@ -143,9 +147,4 @@ def insert_strided_slice(t, op: Op) -> None:
     stride = list(op.attr("strides"))[0]
     n = op.operand_types[0].count
     sl = f"{off}:{off + n * stride}:{stride}"
-    if t.uniform(res):
-        t.out(f"{t.v(res)} = {t.v(dest)}.copy()")
-        t.out(f"{t.v(res)}[{sl}] = {t.v(src)}")
-    else:
-        t.out(f"{t.v(res)} = np.array({t.lanes(dest)})")
-        t.out(f"{t.v(res)}[:, {sl}] = {t.v(src)}")
+    _overwrite(t, res, dest, sl, t.v(src))

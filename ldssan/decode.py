@@ -352,8 +352,14 @@ def decode(records: Iterable[Record], sites: SiteTable | str | list | dict, *,
     return Report(tuple(out), dropped=dropped, records=n, capacity=capacity, kernels=(info,))
 
 
-# Rules found by reading the kernel (passes/lint.py), not by running it.
-STATIC_RULES = frozenset({Rule.MISSING_RELEASE, Rule.MISSING_ACQUIRE})
+# Rules found by reading the kernel (passes/lint.py; the compiled code, ldssan/isa/), not
+# by running it: no wave, workgroup or LDS offset ran them.
+# The fence-pairing lint the pass runs on the IR (passes/lint.py).
+LINT_RULES = frozenset({Rule.MISSING_RELEASE, Rule.MISSING_ACQUIRE})
+# Findings of a static check (the lint, or the ISA check of the code object): no wave,
+# workgroup or LDS offset ran them.
+STATIC_RULES = LINT_RULES | {Rule.ISA_STORE_UNWAITED_AT_SIGNAL, Rule.ISA_WAIT_BELOW_INTENT,
+                             Rule.ISA_USE_BEFORE_WAIT}
 
 
 def decode_ring(ring: Ring, sites: SiteTable | str | list | dict, **kw: Any) -> Report:

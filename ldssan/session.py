@@ -12,7 +12,7 @@ from ldssan.runtime.records import Cause
 from ldssan.runtime.session import SessionOutcome
 
 from . import config, rules
-from .decode import STATIC_RULES, Report, SiteTable, SiteTableError, Violation, decode_ring
+from .decode import LINT_RULES, Report, SiteTable, SiteTableError, Violation, decode_ring
 
 
 @dataclass
@@ -51,7 +51,7 @@ def lint_violations(findings: Any, table: SiteTable, *, kernel: str, launch: int
             access, barrier = int(f["access"]), int(f["barrier"])
         except (KeyError, TypeError, ValueError) as e:
             raise SiteTableError(f"ldssan: site table lint[{i}]: bad or missing field: {e}") from None
-        if rule not in STATIC_RULES:
+        if rule not in LINT_RULES:
             raise SiteTableError(f"ldssan: site table lint[{i}]: {rule.code} is not a lint rule")
         out.append(Violation(
             rule=rule, cause=Cause.NONE, site=table.resolve(access), other_site=table.resolve(barrier),

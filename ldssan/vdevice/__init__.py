@@ -37,6 +37,7 @@ import threading
 
 import torch
 
+from . import _flydsl
 from ._errors import VirtualDeviceError
 from ._mode import DeviceMapMode, on_device
 
@@ -46,6 +47,9 @@ _MISSING = object()
 _lock = threading.Lock()
 _saved: dict[str, object] | None = None
 _mode: DeviceMapMode | None = None
+
+
+_FLYDSL = "<flydsl launch predicates>"  # a key of `_saved` that is not a torch.cuda name
 
 
 def real_gpu_present() -> bool:
@@ -98,6 +102,7 @@ def install() -> None:
             setattr(torch.cuda, name, value)
         _mode = DeviceMapMode()
         _push_at_bottom(_mode)
+        saved[_FLYDSL] = _flydsl.install()  # flyc.compile launches with virtual-GPU tensors, as on hardware
         _saved = saved
 
 
@@ -107,6 +112,7 @@ def uninstall() -> None:
     with _lock:
         if _saved is None:
             return
+        _flydsl.uninstall(_saved.pop(_FLYDSL))
         for name, value in _saved.items():
             if value is _MISSING:
                 delattr(torch.cuda, name)

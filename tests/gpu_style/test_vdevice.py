@@ -127,3 +127,35 @@ def test_hook_enable_installs_it_by_choice(fresh, monkeypatch):
     assert not vdevice.active()
     with pytest.raises(ValueError, match="expected auto, virtual or off"):
         hook.enable(device="gpu")
+
+
+def test_flyc_compile_with_virtual_gpu_tensors_launches_as_on_hardware(gpu):
+    """FlyDSL launches `flyc.compile(jit, *args)` once when an argument is a live device
+    buffer; a virtual-GPU tensor must count as one, or the output is never written."""
+    import flydsl.compiler as flyc
+    from flydsl.compiler import jit_function as jf
+
+    from ldssan.kernels import rmsnorm as rms
+    from ldssan.runtime.emu import emulate
+
+    M, N = 2, 512
+    x = torch.randn(M, N, device="cuda")
+    gamma = torch.randn(N, device="cuda")
+    out = torch.full((M, N), float("nan"), device="cuda")
+    want = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * gamma
+    assert jf._has_live_device_argument(out) and not jf._is_compile_placeholder(out)
+    host = torch.zeros(3)
+    assert not jf._has_live_device_argument(host)  # a host tensor stays a placeholder
+    with emulate(), rms.gfx1250_target("rmsnorm"):
+        flyc.compile(rms._launch_rmsnorm, x, gamma, out, M, 1e-6, N)
+    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
+
+
+def test_uninstall_restores_flydsls_launch_predicates(fresh):
+    from flydsl.compiler import jit_function as jf
+
+    before = (jf._has_live_device_argument, jf._is_compile_placeholder)
+    vdevice.install()
+    assert (jf._has_live_device_argument, jf._is_compile_placeholder) != before
+    vdevice.uninstall()
+    assert (jf._has_live_device_argument, jf._is_compile_placeholder) == before

@@ -302,6 +302,7 @@ def test_bundled_mega_moe_has_no_lint_finding():
     ({"code": "LDS041", "access": 0}, "lint\\[0\\]: bad or missing field"),
     ({"code": "LDS999", "access": 0, "barrier": 1}, "lint\\[0\\]: bad or missing field"),
     ({"code": "LDS001", "access": 0, "barrier": 1}, "LDS001 is not a lint rule"),
+    ({"code": "LDS050", "access": 0, "barrier": 1}, "LDS050 is not a lint rule"),  # an ISA finding
     ("LDS041", "lint\\[0\\]: bad or missing field"),
 ])
 def test_a_malformed_lint_entry_is_a_named_error(bad, match):

@@ -91,6 +91,8 @@ def rule_name(rule: Rule) -> str:
             return "missing-acquire"
         case Rule.ISA_STORE_UNWAITED_AT_SIGNAL:
             return "isa-store-unwaited-at-signal"
+        case Rule.ISA_WAIT_BELOW_INTENT:
+            return "isa-wait-below-intent"
         case Rule.ISA_USE_BEFORE_WAIT:
             return "isa-use-before-wait"
         case _:
@@ -359,6 +361,26 @@ def _entry(rule: Rule) -> RuleInfo:
                 ),
                 default_cause="no s_wait_dscnt retiring the store between it and the signal",
             )
+        case Rule.ISA_WAIT_BELOW_INTENT:
+            return RuleInfo(
+                rule, code, name,
+                title="hand-written wait leaves outstanding, in the compiled code, an op it retires in the IR",
+                explanation=(
+                    "Found by comparing the linked gfx1250 code object with the kernel's IR: on "
+                    "every IR path at least N ops of this counter follow the op, so the "
+                    "hand-written s_wait_<cnt> N retires it (the counter is in order: the wait "
+                    "leaves only the N most recent ops in flight). On some compiled path fewer "
+                    "follow, because the backend merged, split or interleaved the ops (aiter "
+                    "#6170 class), so the op is still in flight after the wait and whatever "
+                    "relies on it races. A static check (severity warning)."
+                ),
+                fix=(
+                    "Pick a count that holds for the compiled code ("
+                    "fx.rocdl.s_wait_dscnt(0) / s_wait_<cnt>(0) is always safe), or do not rely "
+                    "on op counts the backend may change (wait right after the op you need)."
+                ),
+                default_cause="the compiled code has fewer younger ops after this op than the IR",
+            )
         case Rule.ISA_USE_BEFORE_WAIT:
             return RuleInfo(
                 rule, code, name,
@@ -556,7 +578,7 @@ def other_access_label(rule: Rule | int) -> str:
         case (
             Rule.DMA_NEVER_WAITED | Rule.BARRIER_DIVERGENCE | Rule.UNINIT_READ | Rule.OOB
             | Rule.MISSING_RELEASE | Rule.MISSING_ACQUIRE | Rule.ISA_STORE_UNWAITED_AT_SIGNAL
-            | Rule.ISA_USE_BEFORE_WAIT
+            | Rule.ISA_WAIT_BELOW_INTENT | Rule.ISA_USE_BEFORE_WAIT
         ):
             return "Other"
         case _:

@@ -69,6 +69,7 @@ class Rule(enum.IntEnum):
     MISSING_ACQUIRE = 41  # LDS041
     # ISA-level counter findings on the linked code object (ldssan/isa/): never in a ring.
     ISA_STORE_UNWAITED_AT_SIGNAL = 50  # LDS050
+    ISA_WAIT_BELOW_INTENT = 51  # LDS051
     ISA_USE_BEFORE_WAIT = 52  # LDS052
 
     @property

@@ -5,7 +5,7 @@
     asm        the ISA text as instructions with source lines and byte offsets
     cfg        basic blocks and branches
     counters   per-counter (dscnt, loadcnt, storecnt, asynccnt, tensorcnt) may-outstanding analysis
-    check      LDS050 store in flight at s_barrier_signal; registers: LDS052 use before wait
+    check      LDS050 store in flight at s_barrier_signal, LDS051 wait below the IR's intent; registers: LDS052
     intent     what each hand-written IR wait retires on every path, and ISA waits that do not (LDS051's analysis)
     output     text and JSON; violations: findings as the sanitizer's Violations (its JSON, SARIF)
     sanitized  FLYDSL_LDSSAN_ISA: findings of an uninstrumented build added to a sanitized launch's report

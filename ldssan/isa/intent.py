@@ -59,6 +59,7 @@ class Gap:
     op: Instr
     counter: str
     count: int
+    younger: int  # the fewest ops of the counter after `op` on a compiled path to the wait
 
 
 def _mnemonic(op: Op) -> str | None:
@@ -172,7 +173,7 @@ def gaps(kernel: Kernel, table: dict[Key, frozenset[Line]]) -> list[Gap]:
             for op in sorted(after.get(counter, {})):
                 o = kernel.instrs[op]
                 if (o.file, o.line) in meant and (ins.index, op) not in found:
-                    found[(ins.index, op)] = Gap(ins, o, counter, count)
+                    found[(ins.index, op)] = Gap(ins, o, counter, count, after[counter][op])
     return list(found.values())
 
 
@@ -197,7 +198,11 @@ def kernel_intent(ir_text: str, kernel: str) -> dict[Key, frozenset[Line]]:
     from ldssan.passes.ir.irview import view_module
 
     with jit_function._create_mlir_context():
-        view = view_module(ir.Module.parse(ir_text))
+        try:
+            module = ir.Module.parse(ir_text)
+        except ir.MLIRError as exc:
+            raise IntentUnavailable(f"the IR dump of {kernel} does not parse: {str(exc).splitlines()[0]}") from exc
+        view = view_module(module)
     fn = view.functions.get(kernel)
     if fn is None or not fn.is_kernel:
         raise IntentUnavailable(f"the IR has no kernel function {kernel!r}")

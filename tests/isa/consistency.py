@@ -6,7 +6,9 @@
 Each case is compiled once for gfx1250 (compile-only, ldssan's linker) and checked at the
 ISA level, then launched once under the sanitizer on the virtual gfx1250. The planted bugs
 are the ones tests/sanitizer/test_*_bugs.py define, plus the mutation campaign's "fenced
-barrier -> raw split barrier" on barriers of GEMM and MegaMoE (the shape LDS050 is about).
+barrier -> raw split barrier" on barriers of GEMM and MegaMoE (the shape LDS050 is about),
+and the LDS051 pair of tests/isa/intent_kernels.py (a wait the backend's merged loads
+defeat, and its twin).
 """
 
 from __future__ import annotations
@@ -70,8 +72,16 @@ def _mega_moe_cases():
                lambda m: m.mega_moe(x, logits, w1, w2), 4)
 
 
+def _intent_cases():
+    from tests.isa import intent_kernels as I
+
+    yield "intent", "merged_wait", I, [], lambda m: m.launch_merged(), 1
+    yield "intent", "split_wait", I, [], lambda m: m.launch_split(), 1
+
+
 def run(kernels: list[str]) -> list[dict]:
-    sources = {"rmsnorm": _rmsnorm_cases, "gemm": _gemm_cases, "mega_moe": _mega_moe_cases}
+    sources = {"rmsnorm": _rmsnorm_cases, "gemm": _gemm_cases, "mega_moe": _mega_moe_cases,
+               "intent": _intent_cases}
     rows = []
     for kernel in kernels:
         for kname, case, base, edits, call, resident in sources[kernel]():
@@ -92,7 +102,7 @@ def run(kernels: list[str]) -> list[dict]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="write the table here")
-    ap.add_argument("--kernels", default="rmsnorm,gemm,mega_moe")
+    ap.add_argument("--kernels", default="rmsnorm,gemm,mega_moe,intent")
     args = ap.parse_args(argv)
     rows = run(args.kernels.split(","))
     counts = {v: sum(r["verdict"] == v for r in rows) for v in ("agree", "ISA-only", "IR-only")}

@@ -28,8 +28,8 @@ def _result(*body: str) -> list[KernelResult]:
     return [KernelResult("k", len(body), None, tuple(findings), tuple(notes))]
 
 
-def _violation(rule: Rule, cause: Cause = Cause.NONE, other_line: int | None = None):
-    return SimpleNamespace(rule=rule, cause=cause, code=rule.code,
+def _violation(rule: Rule, cause: Cause = Cause.NONE, other_line: int | None = None, *, site_line: int = 99):
+    return SimpleNamespace(rule=rule, cause=cause, code=rule.code, site=SimpleNamespace(line=site_line),
                            other_site=None if other_line is None else SimpleNamespace(line=other_line))
 
 
@@ -39,7 +39,7 @@ WAITED = ("ds_store_b32 v0, v1", "s_wait_dscnt 0x0", "s_barrier_signal -1")
 
 def test_classification():
     assert compare(_result(*WAITED), [])["verdict"] == "agree"
-    row = compare(_result(*RAW), [_violation(Rule.MISSING_RELEASE, other_line=1)])
+    row = compare(_result(*RAW), [_violation(Rule.MISSING_RELEASE, other_line=2, site_line=1)])
     assert (row["verdict"], row["reason"]) == ("agree", "both report the store left unpublished at the barrier")
     row = compare(_result(*RAW), [_violation(Rule.RAW_UNPUBLISHED, Cause.UNPUBLISHED_DS_STORE, 7)])
     assert row["verdict"] == "agree" and "store lines differ" in row["reason"]
@@ -47,7 +47,7 @@ def test_classification():
     assert row["verdict"] == "agree" and row["ir_release_other_lines"] == [1]
     assert compare(_result(*RAW), [_violation(Rule.WAW, Cause.NO_BARRIER, 1)])["verdict"] == "ISA-only"
     assert compare(_result(*RAW), [])["verdict"] == "ISA-only"
-    row = compare(_result(*WAITED), [_violation(Rule.MISSING_RELEASE, other_line=1)])
+    row = compare(_result(*WAITED), [_violation(Rule.MISSING_RELEASE, other_line=2, site_line=1)])
     assert row["verdict"] == "IR-only" and "backend" in row["reason"]
     row = compare(_result(*WAITED), [_violation(Rule.DMA_READ_BEFORE_WAIT, other_line=3)])
     assert row["verdict"] == "IR-only" and row["reason"].startswith("LDS010:")

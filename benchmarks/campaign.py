@@ -46,7 +46,13 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help=f"only {QUICK_KERNEL}, K = 2: a smoke run")
     ap.add_argument("--coop", action="store_true", help="the coop-primitive campaign instead of the bundled one")
     ap.add_argument("--all", action="store_true", help="the bundled kernels, then the coop primitives")
+    ap.add_argument("--table", nargs="+", metavar="JSON", default=None,
+                    help="print the summary table of these --full-json outputs (kernels in order, one 'all' row) "
+                         "and stop: how the README table is regenerated")
     args = ap.parse_args()
+    if args.table:
+        print(_table(args.table))
+        return 0
     if args.quick:
         args.kernels, args.launches = [QUICK_KERNEL], 2
     elif args.coop or args.all:
@@ -77,6 +83,25 @@ def main() -> int:
         data.pop("mutants")  # the flat list repeats the rows above
     print(json.dumps(data, indent=2))
     return 0 if record.ok else 2
+
+
+def _table(paths: list[str]) -> str:
+    """One summary table over several campaign JSONs (the wall time of the 'all' row is the
+    sum of the runs' wall times)."""
+    from ldssan.mutate import report
+    from ldssan.mutate.campaign import label_kernels
+    from ldssan.mutate.records import record_from_dict
+
+    records = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            records.append(record_from_dict(json.load(f)))
+    merged = records[0]
+    for r in records[1:]:
+        merged.kernels += r.kernels
+        merged.seconds += r.seconds
+    label_kernels(merged.kernels)
+    return report.summary_markdown(merged)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ score the sanitizer (one launch) against an output check (K launches).
     ldssan mutate ldssan.kernels.rmsnorm --json out.json --markdown out.md
 
 A kernel opts in with `ldssan_cases() -> list[Case]` (the campaign protocol, documented in
-`ldssan.mutate.target`); the bundled kernels are registered in `ldssan.kernels.campaigns`.
+`ldssan.mutate.target`), or is given a pytest test (`--pytest`); the bundled kernels are
+registered in `ldssan.kernels.campaigns`, FlyDSL's coop primitives in `ldssan.mutate.coop`.
 
 | module | holds |
 |---|---|
@@ -19,6 +20,9 @@ A kernel opts in with `ldssan_cases() -> list[Case]` (the campaign protocol, doc
 | `dask_engine` | `--cluster local:N / tcp://HOST:PORT` on dask.distributed (optional dependency) |
 | `store` | the JSON-lines result store (`--store`, `--resume`) |
 | `equivalence` | equivalent-by-construction diffs (only strengthen sync) and survivor reasons |
+| `syncbug` | "not a sync bug": output-only kills with no race, the clean sync skeleton, a fixed wrong output |
+| `pytest_case` | `--pytest FILE::TEST`: a pytest test's launches as the case, its assertions as the check |
+| `coop` | cases for FlyDSL's coop primitives (`flydsl.extension.coop.*`) |
 | `records` | the result records and counting rules (Wilson intervals) |
 | `report` | JSON, Markdown and the rich live view |
 | `cli` | `ldssan mutate` |

@@ -22,12 +22,13 @@ import platform
 import shutil
 import tempfile
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 
 from ldssan.variants import keep_temp
 
 from .engines import Engine, LocalEngine
 from .equivalence import strengthening, survivor_reason
+from .syncbug import NOT_A_SYNC_BUG, sync_bug_reason
 from .operators import Mutant, find_mutants
 from .records import HANG_ERRORS, CampaignRecord, KernelRecord, MutantRecord, distinct_rules
 from .store import BASELINE, Store, verdict_settings
@@ -46,6 +47,7 @@ class CampaignConfig:
     cluster: str | None = None  # None: local processes; "local:N" or "tcp://host:port": dask
     store: str | None = None  # JSON-lines result store (appended as results arrive)
     resume: bool = False  # skip the variants the store already holds
+    pytest: tuple[str, ...] | None = None  # FILE::TEST specs: cases from pytest tests (pytest_case.py)
 
 
 class Listener:
@@ -60,9 +62,12 @@ class Listener:
     def mutant(self, kernel: KernelRecord, mutant: MutantRecord) -> None: ...
 
 
-def plan(spec: str, operators=None, only=None) -> tuple[Target, list[Mutant]]:
+def plan(spec: str, operators=None, only=None, pytest=None) -> tuple[Target, list[Mutant]]:
     """The target and its mutants (raises MissingKernel when the kernel does not exist)."""
     target = locate(spec)
+    if pytest:
+        target = replace(target, pytest=tuple(os.path.abspath(p.partition("::")[0]) + "::" + p.partition("::")[2]
+                                              for p in pytest))
     with open(target.path, encoding="utf-8") as f:
         mutants = find_mutants(f.read(), target.path, operators)
     if only:
@@ -78,9 +83,11 @@ def _lint_key(r: dict) -> tuple:
     return r["code"], r["line"], r.get("other_line")
 
 
-def classify(rec: MutantRecord, out: Outcome, schedule: list[str], clean_lint=frozenset()) -> MutantRecord:
+def classify(rec: MutantRecord, out: Outcome, schedule: list[str], clean_lint=frozenset(),
+             clean_sync: dict | None = None) -> MutantRecord:
     """Fill a mutant record from its worker outcome. `clean_lint`: the (code, line, other
-    line) of the clean kernel's lint findings; only new ones are a lint kill."""
+    line) of the clean kernel's lint findings; only new ones are a lint kill. `clean_sync`:
+    the clean kernel's sync skeleton, for the "not a sync bug" criterion (syncbug.py)."""
     rec.seconds, rec.error = out.seconds, out.error
     rec.rules = distinct_rules(out.violations)
     rec.lint_rules = [r for r in distinct_rules(out.lint) if _lint_key(r) not in clean_lint]
@@ -103,12 +110,22 @@ def classify(rec: MutantRecord, out: Outcome, schedule: list[str], clean_lint=fr
     if rec.output_errors and not rec.error:
         rec.error = next(launch["error"] for launch in out.launches if launch["error"])
     rec.status = "killed" if rec.sanitizer or rec.lint or rec.output_fails else "survived"
+    if rec.output_fails and not rec.sanitizer and not rec.lint:
+        why = sync_bug_reason(rec, clean_sync, out.sync)
+        if why is None:
+            rec.not_sync_bug = NOT_A_SYNC_BUG.format(k=rec.output_launches)
+        else:
+            rec.missed_sync = f"missed sync bug? {why}"
     if rec.status == "survived":
         why = strengthening(rec.edits)
         if why is not None:
             rec.status, rec.equivalence = "equivalent", f"strengthens synchronization: {why}"
         else:
             rec.reason = survivor_reason(rec.operator, rec.output_launches)
+            if rec.output_errors:  # a launch that raises is no detection, but it is no pass either
+                rec.reason = (f"no runtime rule, no new lint finding, no wrong output; but {rec.output_errors} of "
+                              f"{rec.output_launches} output-check launches raised ({rec.error}): a failure that "
+                              f"depends on the schedule, a possible missed sync bug")
     return rec
 
 
@@ -140,7 +157,7 @@ def run_campaign(specs: list[str], config: CampaignConfig | None = None,
     for spec in specs:
         rec = KernelRecord(spec, spec.rsplit(".", 1)[-1])
         try:
-            target, mutants = plan(spec, config.operators, config.only)
+            target, mutants = plan(spec, config.operators, config.only, config.pytest)
         except MissingKernel as exc:
             rec.status, rec.message = "skipped", str(exc)
             listener.message(f"{spec}: skipped: {rec.message}")
@@ -149,6 +166,7 @@ def run_campaign(specs: list[str], config: CampaignConfig | None = None,
             rec.mutants = [_record_of(m) for m in mutants]
             plans[spec] = (target, mutants)
         kernels.append(rec)
+    label_kernels(kernels)
     listener.planned(kernels)
     record = CampaignRecord(kernels, config={k: v for k, v in asdict(config).items()},
                             machine={"python": platform.python_version(), "cpu": platform.machine(),
@@ -166,6 +184,21 @@ def run_campaign(specs: list[str], config: CampaignConfig | None = None,
             _rebuild(kernels, Store(config.store), verdict_settings(config))
     record.seconds = time.perf_counter() - t0
     return record
+
+
+def label_kernels(kernels: list[KernelRecord]) -> None:
+    """Table labels that tell kernels apart: `block.reduce` and `warp.reduce`, not two `reduce`."""
+    for _ in range(3):
+        seen: dict[str, int] = {}
+        for k in kernels:
+            seen[k.name] = seen.get(k.name, 0) + 1
+        clash = [k for k in kernels if seen[k.name] > 1]
+        if not clash:
+            return
+        for k in clash:
+            parts = k.kernel.removesuffix(".py").replace(os.sep, ".").split(".")
+            depth = k.name.count(".") + 2
+            k.name = ".".join(parts[-depth:])
 
 
 def _engine(config: CampaignConfig, cache_dir: str) -> Engine:
@@ -201,6 +234,7 @@ def _execute(kernels: list[KernelRecord], plans, config: CampaignConfig, listene
     store = Store(config.store) if config.store else None
     settings = verdict_settings(config)
     resumed = 0
+    clean_sync: dict[str, dict | None] = {}
 
     def stored(k: KernelRecord, ident: str) -> dict | None:
         entry = store.get(k.digest, ident, settings) if store is not None and config.resume else None
@@ -216,6 +250,7 @@ def _execute(kernels: list[KernelRecord], plans, config: CampaignConfig, listene
     def baseline_done(k: KernelRecord, base: dict) -> None:
         nonlocal resumed
         k.baseline, k.cases, k.schedule = base["baseline"], base["cases"], base["schedule"]
+        clean_sync[k.kernel] = base.get("sync")  # absent in a store written before it was kept
         if base["why"] is not None:
             k.status, k.message = "baseline-failed", base["why"]
             for m in k.mutants:
@@ -242,7 +277,7 @@ def _execute(kernels: list[KernelRecord], plans, config: CampaignConfig, listene
                                  "rules": distinct_rules(out.violations), "lint": distinct_rules(out.lint),
                                  "launches": len(out.launches),
                                  "failed_launches": sum(1 for launch in out.launches if launch["ok"] is not True)},
-                    "cases": out.cases, "ir": list(out.ir), "why": gate(k, out),
+                    "cases": out.cases, "ir": list(out.ir), "sync": out.sync, "why": gate(k, out),
                     "schedule": sorted({launch["policy"] for launch in out.launches},
                                        key=[launch["policy"] for launch in out.launches].index)}
             if store is not None and out.status == "ran":  # a baseline that did not run is retried next time
@@ -250,7 +285,8 @@ def _execute(kernels: list[KernelRecord], plans, config: CampaignConfig, listene
             baseline_done(k, base)
             return
         rec = next(m for m in k.mutants if m.id == task.mutant_id)
-        classify(rec, out, k.schedule, frozenset(_lint_key(r) for r in k.baseline.get("lint", [])))
+        classify(rec, out, k.schedule, frozenset(_lint_key(r) for r in k.baseline.get("lint", [])),
+                 clean_sync.get(k.kernel))
         if store is not None:
             store.put("mutant", k.digest, rec.id, settings, rec.to_dict())
         listener.mutant(k, rec)

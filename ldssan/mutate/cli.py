@@ -13,7 +13,8 @@ Inject one-line LDS synchronization bugs into a FlyDSL kernel, one mutant at a t
 score the sanitizer (one launch) against an output check (K launches across scheduler
 policies and seeds). KERNEL is a module name (ldssan.kernels.rmsnorm) or a .py file; the
 module provides `ldssan_cases()` (see ldssan.mutate.target) or is registered in
-ldssan.kernels.campaigns. Kernels whose module does not exist are skipped with a message.
+ldssan.kernels.campaigns, or --pytest FILE::TEST names a test whose launches are the case
+and whose assertions are the output check. Kernels whose module does not exist are skipped with a message.
 
 Engines: local worker processes (-j, the default), or dask.distributed with --cluster
 local:N (a loopback LocalCluster of N one-thread worker processes) or --cluster
@@ -74,6 +75,16 @@ def _cluster_arg(text: str) -> str:
     return text
 
 
+def _pytest_arg(text: str) -> str:
+    from .pytest_case import PytestCaseError, split_spec
+
+    try:
+        split_spec(text)
+    except (PytestCaseError, SyntaxError, OSError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def register(sub) -> None:
     """Add the `mutate` subcommand to an argparse subparsers object."""
     p = sub.add_parser("mutate", help="mutation campaign: one-line sync bugs, sanitizer vs output check",
@@ -96,6 +107,9 @@ def register(sub) -> None:
                    help="run the mutants on dask.distributed (default: local worker processes, -j)")
     p.add_argument("--store", metavar="PATH", help="JSON-lines result store, one line per finished mutant")
     p.add_argument("--resume", action="store_true", help="skip the mutants --store already holds")
+    p.add_argument("--pytest", action="append", type=_pytest_arg, default=None, metavar="FILE::TEST",
+                   help="take the cases from this pytest test (its launches; its assertions are the output "
+                        "check) instead of ldssan_cases(); repeatable")
     p.add_argument("--json", metavar="PATH", help="write the JSON record ('-' for stdout)")
     p.add_argument("--markdown", metavar="PATH", help="write the Markdown summary")
     p.add_argument("--no-live", action="store_true", help="no progress bar / live table")
@@ -150,7 +164,7 @@ def main(args) -> int:
         plans = []
         for spec in args.kernels:
             try:
-                target, mutants = plan(spec, args.operators, only)
+                target, mutants = plan(spec, args.operators, only, args.pytest)
                 plans.append((spec, target, mutants, ""))
             except MissingKernel as exc:
                 plans.append((spec, None, [], f"skipped: {exc}"))
@@ -158,7 +172,7 @@ def main(args) -> int:
         return 0
     config = CampaignConfig(launches=args.launches, jobs=args.jobs, timeout=args.timeout, policy=args.policy,
                             operators=args.operators, only=only, cluster=args.cluster, store=args.store,
-                            resume=args.resume)
+                            resume=args.resume, pytest=tuple(args.pytest) if args.pytest else None)
     try:
         if args.no_live:
             record = run_campaign(args.kernels, config, _Plain(console))

@@ -91,6 +91,8 @@ class MutantRecord:
     lint_rules: list[dict] = field(default_factory=list)  # those findings, distinct
     equivalence: str = ""  # why it is equivalent by construction
     reason: str = ""  # a survivor: why no rule saw it
+    not_sync_bug: str = ""  # an output-only kill that is a value change, not a sync bug (syncbug.py)
+    missed_sync: str = ""  # an output-only kill the sanitizer should catch: the failed condition
 
     @property
     def counted(self) -> bool:
@@ -114,6 +116,7 @@ class MutantRecord:
                 "rule": None if first is None else f"{first['code']} {first['name']}",
                 "rules": [r["code"] for r in self.rules], "lint_rules": [r["code"] for r in self.lint_rules],
                 "diff": one_line_diff(self.edits), "equivalence": self.equivalence, "reason": self.reason,
+                "not_sync_bug": bool(self.not_sync_bug), "missed_sync_bug": bool(self.missed_sync),
                 "seconds": self.seconds, "error": self.error}
 
 
@@ -177,6 +180,22 @@ class CampaignRecord:
                 "mutants": [m.public(k) for k in self.kernels for m in k.mutants]}
 
 
+_MUTANT_KEYS = set(MutantRecord.__dataclass_fields__)
+_KERNEL_KEYS = set(KernelRecord.__dataclass_fields__) - {"mutants"}
+
+
+def record_from_dict(data: dict) -> CampaignRecord:
+    """A campaign record back from its `--json` (full rows: `benchmarks/campaign.py
+    --full-json`), e.g. to regenerate a table; keys a later version added are ignored."""
+    kernels = []
+    for k in data["kernels"]:
+        rec = KernelRecord(**{key: v for key, v in k.items() if key in _KERNEL_KEYS})
+        rec.mutants = [MutantRecord(**{key: v for key, v in m.items() if key in _MUTANT_KEYS}) for m in k["mutants"]]
+        kernels.append(rec)
+    return CampaignRecord(kernels, data["config"], data.get("seconds", 0.0), data.get("machine", {}),
+                          data.get("engine", {"name": "local", "workers": 1}), data.get("resumed", 0))
+
+
 def summarize(mutants: list[MutantRecord], seconds: float) -> dict:
     counted = [m for m in mutants if m.counted]
     n = len(counted)
@@ -190,6 +209,11 @@ def summarize(mutants: list[MutantRecord], seconds: float) -> dict:
         "killed_by_either": Rate(sum(1 for m in counted if m.sanitizer or m.output_any), n).to_dict(),
         "killed_by_lint": Rate(sum(1 for m in counted if m.lint), n).to_dict(),
         "killed_by_sanitizer_or_lint": Rate(sum(1 for m in counted if m.sanitizer or m.lint), n).to_dict(),
+        "not_sync_bug": sum(1 for m in counted if m.not_sync_bug),
+        "missed_sync_bug": sum(1 for m in counted if m.missed_sync),
+        # the sanitizer's target: every counted mutant but the value changes (not sync bugs)
+        "killed_by_sanitizer_or_lint_sync": Rate(sum(1 for m in counted if m.sanitizer or m.lint),
+                                                 sum(1 for m in counted if not m.not_sync_bug)).to_dict(),
         "sanitizer_only": sum(1 for m in counted if m.sanitizer and not m.output_any),
         "output_only": sum(1 for m in counted if m.output_any and not m.sanitizer),
         "lint_only": sum(1 for m in counted if m.lint and not m.sanitizer and not m.output_any),

@@ -66,8 +66,9 @@ def lint_text(m: MutantRecord) -> str:
 
 
 def why_text(m: MutantRecord) -> str:
-    """Why an equivalent mutant is one, or why no rule saw a survivor."""
-    return m.equivalence or m.reason
+    """Why an equivalent mutant is one, why no rule saw a survivor, or what an output-only
+    kill is (not a sync bug, or a missed one and the condition that failed)."""
+    return m.equivalence or m.reason or m.not_sync_bug or m.missed_sync
 
 
 def output_first_text(m: MutantRecord) -> str:
@@ -110,6 +111,8 @@ def summary_text(record: CampaignRecord) -> str:
         out.append(f"  killed by output check, 1 launch       {rate_text(s['killed_by_output_1'])}")
         out.append(f"  killed by output check, K={k_launches:<3} launches {rate_text(s['killed_by_output_k'])}")
         out.append(f"  killed by the lint (LDS040/LDS041)     {rate_text(s['killed_by_lint'])}")
+        out.append(f"  sanitizer + lint over sync mutants     {rate_text(s['killed_by_sanitizer_or_lint_sync'])}"
+                   f" ({s['not_sync_bug']} not a sync bug, {s['missed_sync_bug']} missed sync bug)")
         out.append(f"  sanitizer only {s['sanitizer_only']}, output check only {s['output_only']}, "
                    f"lint only {s['lint_only']}, survived all {s['survived']}")
     return "\n".join(out)
@@ -118,14 +121,17 @@ def summary_text(record: CampaignRecord) -> str:
 # ----------------------------------------------------------------------------- Markdown
 
 _SUMMARY_HEAD = ("| kernel | mutants | ran | killed by sanitizer (1 launch) | killed by output check, 1 launch "
-                 "| killed by output check, K launches | killed by lint | sanitizer only | equivalent (IR / strengthens) "
+                 "| killed by output check, K launches | killed by lint | sanitizer only "
+                 "| sanitizer + lint, sync mutants | not a sync bug | missed sync bug | equivalent (IR / strengthens) "
                  "| not compiled | hang / crash / timeout | time |")
+_SUMMARY_COLUMNS = _SUMMARY_HEAD.count("|") - 1
 
 
 def _summary_row(name: str, s: dict) -> str:
     return (f"| {name} | {s['mutants']} | {s['counted']} | {rate_text(s['killed_by_sanitizer'])} "
             f"| {rate_text(s['killed_by_output_1'])} | {rate_text(s['killed_by_output_k'])} "
             f"| {rate_text(s['killed_by_lint'], interval=False)} | {s['sanitizer_only']} "
+            f"| {rate_text(s['killed_by_sanitizer_or_lint_sync'])} | {s['not_sync_bug']} | {s['missed_sync_bug']} "
             f"| {s['equivalent']} ({s['equivalent_ir']} / {s['equivalent_strengthening']}) | {s['not_compiled']} "
             f"| {s['hang']} / {s['crashed']} / {s['timeout']} | {s['seconds']:.1f} s |")
 
@@ -140,19 +146,23 @@ def summary_markdown(record: CampaignRecord) -> str:
         "mutants that ran, with Wilson 95% intervals; equivalent-by-construction (instrumented IR identical to "
         "the clean kernel's, or a survivor whose diff only strengthens synchronization), not-compiled, hung, "
         "crashed and timed-out mutants are classified, not counted. \"Killed by lint\" counts new static "
-        "fence-pairing findings (LDS040/LDS041), apart from the sanitizer's runtime kills. "
+        "fence-pairing findings (LDS040/LDS041), apart from the sanitizer's runtime kills. \"Not a sync bug\": "
+        "killed by the output check only, with no racing pair, the clean kernel's synchronization skeleton or a "
+        "stronger one, and a wrong output under every schedule (ldssan/mutate/syncbug.py) — a value change, left to "
+        "the output check and out of the sanitizer's target (\"sanitizer + lint, sync mutants\"); \"missed sync "
+        "bug\": every other output-only kill. "
         "Times are worker seconds per kernel and wall-clock seconds overall "
         f"(engine {record.engine['name']}, {record.engine['workers']} workers, {record.machine.get('cores')} cores)"
         + (f"; {record.resumed} mutant results resumed from the store." if record.resumed else "."),
         "",
         _SUMMARY_HEAD,
-        "|" + "---|" * 12,
+        "|" + "---|" * _SUMMARY_COLUMNS,
     ]
     for k in record.kernels:
         if k.status in ("ran", "no-mutants"):
             lines.append(_summary_row(k.name, k.summary()))
         else:
-            lines.append(f"| {k.name} | {k.status}: {k.message.replace('|', '/')} |" + " |" * 10)
+            lines.append(f"| {k.name} | {k.status}: {k.message.replace('|', '/')} |" + " |" * (_SUMMARY_COLUMNS - 2))
     overall = record.summary()
     lines.append(_summary_row("**all**", overall))
     return "\n".join(lines)
@@ -173,7 +183,7 @@ def kernel_markdown(k: KernelRecord) -> str:
         return "\n".join(lines)
     lines += [f"`{_shown_path(k.path)}`; cases: {', '.join(k.cases)}.", "",
               "| mutant | change | sanitizer (rule @ line) | lint (new) | output, 1 launch | output, K launches "
-              "| status | why (equivalent / survivor) |",
+              "| status | why (equivalent / survivor / output only) |",
               "|---|---|---|---|---|---|---|---|"]
     for m in k.mutants:
         lines.append(f"| {m.id} | {change_text(m)} | {rules_text(m)} | {lint_text(m)} | {output_first_text(m)} "

@@ -32,11 +32,19 @@ class Key:
     id: str
     launches: int
     policy: str
+    cases: str = ""  # where the cases came from when not the kernel's own (--pytest tests)
 
 
 def verdict_settings(config) -> dict:
-    """The campaign settings a stored verdict depends on."""
-    return {"launches": config.launches, "policy": config.policy}
+    """The campaign settings a stored verdict depends on (with --pytest, the tests and their
+    files' digests: another test is another output check)."""
+    settings = {"launches": config.launches, "policy": config.policy}
+    if getattr(config, "pytest", None):
+        from .target import source_digest
+
+        settings["cases"] = ";".join(f"{spec}@{source_digest(spec.partition('::')[0])[:16]}"
+                                     for spec in config.pytest)
+    return settings
 
 
 class Store:
@@ -59,7 +67,8 @@ class Store:
                 entry = json.loads(text)
                 if not isinstance(entry, dict) or entry.get("store") != FORMAT or any(k not in entry for k in _KEYS):
                     raise ValueError(f"not a {FORMAT} line")
-                key = Key(entry["digest"], entry["id"], int(entry["config"]["launches"]), entry["config"]["policy"])
+                key = Key(entry["digest"], entry["id"], int(entry["config"]["launches"]), entry["config"]["policy"],
+                          str(entry["config"].get("cases", "")))
             except (ValueError, KeyError, TypeError) as exc:
                 if n - 1 == last:
                     self.torn = True
@@ -75,7 +84,11 @@ class Store:
 
     def get(self, digest: str, ident: str, settings: dict) -> dict | None:
         """The stored entry of a variant under these settings, or None."""
-        return self.entries.get(Key(digest, ident, settings["launches"], settings["policy"]))
+        return self.entries.get(self._key(digest, ident, settings))
+
+    @staticmethod
+    def _key(digest: str, ident: str, settings: dict) -> Key:
+        return Key(digest, ident, settings["launches"], settings["policy"], settings.get("cases", ""))
 
     def put(self, kind: str, digest: str, ident: str, settings: dict, record: dict) -> None:
         """Append one line and flush it (a crash after this keeps the result)."""
@@ -87,4 +100,4 @@ class Store:
             f.write(line + "\n")
             f.flush()
             os.fsync(f.fileno())
-        self.entries[Key(digest, ident, settings["launches"], settings["policy"])] = entry
+        self.entries[self._key(digest, ident, settings)] = entry

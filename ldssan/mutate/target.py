@@ -30,9 +30,11 @@ kernel package itself: kernels depend on this API, not the other way round.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import os
+import re
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable
@@ -46,6 +48,11 @@ class Case:
     name: str
     run: Callable[[ModuleType], Any]
     check: Callable[[Any], bool]
+    # The JIT functions `run` compiled when they are not module-level functions of the
+    # mutated module (a library primitive used by a kernel of the case's own): the
+    # identical-IR test reads their last compile too. A variant with no JIT function in
+    # either place is never "equivalent" by IR (nothing to compare).
+    jit_functions: Callable[[ModuleType], dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,7 @@ class Target:
     name: str  # short label for tables (the file stem)
     path: str  # the kernel's source file
     module: str | None  # the dotted module name, when given as one
+    pytest: tuple[str, ...] = ()  # FILE::TEST specs whose launches and assertions are the cases
 
     @property
     def import_ref(self) -> str:
@@ -107,7 +115,8 @@ def _parent_exists(name: str) -> bool:
 
 
 def cases_of(target: Target, clean: ModuleType) -> list[Case]:
-    """The cases of a kernel: its own `ldssan_cases()`, else the bundled registry's."""
+    """The cases of a kernel: its own `ldssan_cases()`, else the registry's (--pytest tests
+    are turned into cases by the worker, `pytest_case.py`)."""
     factory = getattr(clean, CASES_FUNCTION, None) or registered(target.module, target.path)
     if factory is None:
         raise LookupError(
@@ -125,6 +134,37 @@ def import_clean(target: Target) -> ModuleType:
     from ldssan.variants import load_variant
 
     return load_variant(target.path, [], tag="clean")
+
+
+_RELATIVE = re.compile(r"^(\s*from\s+)(\.+)([\w.]*)(\s+import\b)")
+
+
+def package_edits(target: Target) -> tuple:
+    """Edits that make a package module's relative imports absolute, one line for one line.
+
+    A variant is imported as a top-level module from a scratch file, where `from ..x import
+    y` has no parent package; a library module (`flydsl.extension.coop.block.reduce`)
+    needs its imports to resolve against its real package. Line numbers stay the
+    original's, so reports and mutant ids do not move."""
+    if not target.module or "." not in target.module:
+        return ()
+    from ldssan.variants import Edit
+
+    package = target.module.rpartition(".")[0]
+    with open(target.path, encoding="utf-8") as f:
+        text = f.read()
+    lines = text.splitlines()
+    edits = []
+    for node in ast.walk(ast.parse(text, filename=target.path)):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            line = lines[node.lineno - 1]
+            m = _RELATIVE.match(line)
+            if m is None:  # `from . import (x` split oddly: refuse rather than guess
+                raise MissingKernel(f"{target.path}:{node.lineno}: relative import the campaign cannot "
+                                    f"make absolute: {line.strip()!r}")
+            absolute = importlib.util.resolve_name(m.group(2) + m.group(3), package)
+            edits.append(Edit(node.lineno, m.group(1).lstrip() + absolute + line[m.end(3):]))
+    return tuple(edits)
 
 
 def source_digest(path: str) -> str:

@@ -34,8 +34,9 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-from ldssan.variants import Edit
+from ldssan.variants import Edit, original_path
 
+from .syncbug import sync_sites
 from .target import Target, source_digest
 
 
@@ -65,6 +66,7 @@ class Outcome:
     lint: list[dict] = field(default_factory=list)  # static fence-pairing findings, same shape
     launches: list[dict] = field(default_factory=list)  # {case, policy, ok, error}
     ir: tuple[str, ...] = ()
+    sync: dict[str, int] = field(default_factory=dict)  # the sync skeleton (syncbug.sync_sites)
     cases: list[str] = field(default_factory=list)
     error: str = ""
     seconds: float = 0.0
@@ -216,10 +218,16 @@ def _compiled(module) -> dict[str, object]:
             if fn._last_compiled is not None}
 
 
-def ir_fingerprint(module) -> str:
-    """sha256 over the normalized instrumented IR of every JIT function's last compile."""
+def ir_fingerprint(module, case=None) -> str | None:
+    """sha256 over the normalized instrumented IR of every JIT function's last compile (the
+    module's, and those the case names); None when nothing compiled — no IR to compare."""
+    compiled = _compiled(module)
+    extra = case.jit_functions(module) if case is not None and case.jit_functions is not None else {}
+    compiled.update({n: fn._last_compiled[1] for n, fn in extra.items() if fn._last_compiled is not None})
+    if not compiled:
+        return None
     h = hashlib.sha256()
-    for name, artifact in sorted(_compiled(module).items()):
+    for name, artifact in sorted(compiled.items()):
         text = getattr(artifact, "_ir_text", None) or str(getattr(artifact, "ir", ""))
         h.update(name.encode() + b"\0" + normalize_ir(text).encode() + b"\0")
     return h.hexdigest()
@@ -229,7 +237,7 @@ def ir_fingerprint(module) -> str:
 
 def _brief(v) -> dict:
     other = v.other_site
-    return {"code": v.code, "name": v.name, "line": v.site.line, "file": os.path.basename(v.site.file or ""),
+    return {"code": v.code, "name": v.name, "line": v.site.line, "file": os.path.basename(original_path(v.site.file or "")),
             "other_line": other.line if other is not None else None, "text": (v.site.text or "").strip(),
             "count": v.count, "message": v.message}
 
@@ -240,14 +248,36 @@ def _error_text(exc: BaseException) -> str:
 
 
 _CASES: dict[str, list] = {}
+COOP_PACKAGE = "flydsl.extension.coop"  # ldssan.mutate.coop has cases for its modules
 
 
 def _cases(target: Target):
-    from .target import cases_of, import_clean
+    from .target import cases_of, import_clean, package_edits
 
-    if target.spec not in _CASES:
-        _CASES[target.spec] = cases_of(target, import_clean(target))
-    return _CASES[target.spec]
+    key = f"{target.spec}|{'|'.join(target.pytest)}"
+    if key not in _CASES:
+        clean = _load(target, ()) if package_edits(target) else import_clean(target)
+        if target.pytest:
+            from .pytest_case import pytest_cases
+
+            _CASES[key] = pytest_cases(target, clean)
+        else:
+            if (target.module or "").startswith(COOP_PACKAGE + "."):
+                from . import coop  # noqa: F401 - registers the cases of FlyDSL's coop primitives
+            _CASES[key] = cases_of(target, clean)
+    return _CASES[key]
+
+
+def _load(target: Target, edits, tag: str = "clean"):
+    """The kernel with `edits` (none: the clean kernel), as a fresh variant module. A module
+    inside a package gets its relative imports made absolute first (a library primitive
+    runs edited outside its package)."""
+    from ldssan.variants import load_variant
+
+    from .target import package_edits
+
+    extra = package_edits(target)
+    return load_variant(target.import_ref, [*extra, *edits], tag=tag)
 
 
 def _collect(col, out: Outcome) -> None:
@@ -279,7 +309,6 @@ def evaluate(task: Task) -> Outcome:
 def _evaluate(task: Task, out: Outcome) -> None:
     from ldssan import hook
     from ldssan.runtime.emu import emulate
-    from ldssan.variants import load_variant
 
     if task.digest is not None and source_digest(task.target.path) != task.digest:
         # A remote worker with another version of the kernel file would score other mutants.
@@ -300,7 +329,7 @@ def _evaluate(task: Task, out: Outcome) -> None:
     out.cases = [c.name for c in cases]
     tag = "clean" if task.mutant_id is None else "mutant"
     try:
-        module = load_variant(task.target.import_ref, list(task.edits), tag=tag)
+        module = _load(task.target, list(task.edits), tag=tag)
     except Exception as exc:  # noqa: BLE001 - a mutant that does not import is not compiled
         out.status, out.error = "not-compiled", _error_text(exc)
         return
@@ -321,9 +350,11 @@ def _evaluate(task: Task, out: Outcome) -> None:
                 _collect(col, out)
             return
         _collect(col, out)
-        fingerprints.append(ir_fingerprint(module))
+        for key, n in sync_sites(col.results).items():
+            out.sync[key] = out.sync.get(key, 0) + n
+        fingerprints.append(ir_fingerprint(module, case))
     out.ir = tuple(fingerprints)
-    if task.clean_ir is not None and out.ir == tuple(task.clean_ir):
+    if task.clean_ir is not None and None not in out.ir and out.ir == tuple(task.clean_ir):
         out.status = "equivalent"
         return
 

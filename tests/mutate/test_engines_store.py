@@ -22,7 +22,7 @@ from .conftest import TINY_ARGS
 
 # what a verdict is, per mutant (times and pids differ between runs)
 VERDICT = ("status", "sanitizer", "lint", "output_first", "output_fails", "output_launches", "rules", "lint_rules",
-           "equivalence", "reason")
+           "equivalence", "reason", "not_sync_bug", "missed_sync")
 
 
 def _verdicts(record: dict) -> dict:

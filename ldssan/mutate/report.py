@@ -169,11 +169,18 @@ def summary_markdown(record: CampaignRecord) -> str:
 
 
 def _shown_path(path: str) -> str:
-    """Relative to the working directory when inside it (tables go into READMEs)."""
+    """Relative to the working directory when inside it, else to its import root (an
+    installed package's file as `flydsl/...`): tables go into READMEs, not machine paths."""
     import os
+    import sys
 
-    rel = os.path.relpath(path) if path else path
-    return rel if rel and not rel.startswith("..") else path
+    if not path:
+        return path
+    rel = os.path.relpath(path)
+    if not rel.startswith(".."):
+        return rel
+    roots = [p for p in sys.path if p and os.path.isabs(p) and path.startswith(p.rstrip(os.sep) + os.sep)]
+    return os.path.relpath(path, max(roots, key=len)) if roots else path
 
 
 def kernel_markdown(k: KernelRecord) -> str:

@@ -1,7 +1,7 @@
 """Static per-counter analysis over every path of a kernel's CFG.
 
 Which counter each instruction increments and how each `s_wait_*` retires ops follow the
-gfx1250 model (/work/shared/reference/GFX1250_SYNC_MODEL.md, counter table): dscnt,
+gfx1250 model (docs/memory-model.md, counters): dscnt,
 loadcnt, storecnt, asynccnt and tensorcnt complete in order within their type, so
 `s_wait_<cnt> N` retires every op of that counter except the N most recent. A FLAT op
 counts on dscnt and on loadcnt/storecnt and completes out of order with the LDS queue:

@@ -73,7 +73,7 @@ def check_linker(root: str | os.PathLike) -> str:
     return out.stdout.strip().splitlines()[0]
 
 
-# What a compile-only gfx1250 build with a line table needs (FLYDSL_PIPELINE.md §1, §2):
+# What a compile-only gfx1250 build with a line table needs (docs/architecture.md, how ldssan hooks into FlyDSL):
 # COMPILE_ONLY (not FLYDSL_COMPILE_ONLY), FLYDSL_GPU_ARCH (ARCH alone is half an override),
 # the per-stage dumps (the ELF and the ISA are written there), and debug info for `.loc`.
 def build_env(dump_dir: str, cache_dir: str) -> dict[str, str]:

@@ -23,7 +23,7 @@ from ._mode import cuda_index
 
 NAME = "Virtual gfx1250 (ldssan)"
 ARCH = "gfx1250"
-LDS_BYTES = 327680  # 320 KiB per workgroup on gfx1250 (GFX1250_SYNC_MODEL.md)
+LDS_BYTES = 327680  # 320 KiB per workgroup on gfx1250 (docs/memory-model.md)
 # Virtual: persistent kernels size their grid by this; every workgroup runs on the CPU,
 # so it is kept small.
 COMPUTE_UNITS = 4

@@ -2,8 +2,8 @@
 scope: the emulator lands a wave's queued ds stores at a fence exactly when the engine
 drains the wave's outstanding ds ops there (both ask ldssan.passes.abi.fence_drains).
 
-The expected decision is written out here from the gfx1250 lowering (GFX1250_SYNC_MODEL.md
-§3.3): a fence at workgroup scope or wider that is not one-as compiles to s_wait_dscnt 0
+The expected decision is written out here from the gfx1250 lowering (docs/memory-model.md,
+Fences): a fence at workgroup scope or wider that is not one-as compiles to s_wait_dscnt 0
 (+ loadcnt/storecnt); one-as, wavefront and singlethread fences, and monotonic ordering,
 emit no wait."""
 

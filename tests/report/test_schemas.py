@@ -90,8 +90,8 @@ def test_sarif_paths_are_relative_to_srcroot(sites, raw_records):
     # the fingerprint holds no absolute path, so it matches across checkouts
     (fp,) = res["partialFingerprints"].values()
     assert "/src" not in fp and "kernels/k_lds.py:17:9" in fp
-    moved = SiteTable.from_json(json.loads(json.dumps(sites.to_dict()).replace("/src/", "/ci/work/")))
-    other = rpt.to_sarif(decode(raw_records, moved), srcroot="/ci/work")["runs"][0]["results"][0]
+    moved = SiteTable.from_json(json.loads(json.dumps(sites.to_dict()).replace("/src/", "/ci/checkout/")))
+    other = rpt.to_sarif(decode(raw_records, moved), srcroot="/ci/checkout")["runs"][0]["results"][0]
     assert other["partialFingerprints"] == res["partialFingerprints"]
     # a file outside the source root keeps its absolute URI
     outside = rpt.to_sarif(decode(raw_records, sites), srcroot="/elsewhere")["runs"][0]["results"][0]

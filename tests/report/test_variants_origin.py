@@ -100,13 +100,13 @@ def test_sarif_message_names_the_original(no_barrier):
 
 def test_a_malformed_variant_entry_is_a_named_error():
     site = {"id": 0, "kind": "ds_read", "op": "llvm.load", "file": ORIGINAL, "line": 3}
-    for bad in ("x", {"changes": []}, {"file": "/tmp/v.py", "changes": [{"line": "one"}]},
-                {"file": "/tmp/v.py", "changes": {"line": 1}}):
+    for bad in ("x", {"changes": []}, {"file": "/elsewhere/v.py", "changes": [{"line": "one"}]},
+                {"file": "/elsewhere/v.py", "changes": {"line": 1}}):
         with pytest.raises(SiteTableError, match="variant|site table"):
             SiteTable.from_json([{**site, "variant": bad}])
     with pytest.raises(SiteTableError, match="no original file"):
         SiteTable.from_json({"sites": [], "buffers": [
-            {"name": "s", "offset": 0, "file": None, "variant": {"file": "/tmp/v.py"}}]})
+            {"name": "s", "offset": 0, "file": None, "variant": {"file": "/elsewhere/v.py"}}]})
 
 
 # -- the origin registry ------------------------------------------------------------------

@@ -18,6 +18,9 @@ R = G*B/K shadow rows. Granule j of group g is row `g*B/K + j` (bytes j*K .. j*K
 | wlane, rlane | .lanes        | (R, 2W)  | uint8 lane of that event (255 = wave-level TDM op;   |
 |              |               |          | 254 = differs inside the granule: see `lane_at`)     |
 | (rlast)      | .rlast        | (R, W)   | `last_w` when that read was applied (MODEL §6a)      |
+| hidden       | .hid, .hlane  | (R, W)   | wave w's last plain ds write of the bytes and its    |
+|              |               |          | lane, while w's slot holds a later atomic of w; only |
+|              |               |          | atomics check it (None until a kernel needs it)      |
 | seq, wc      | EventTable    | (E,)     | int64 sequence number on its counter; int32          |
 |              |               |          | wave*C + counter: the column of the clock table T    |
 | op, tix,     | EventTable    | (E,)     | OP_READ/OP_WRITE/OP_ATOMIC; index of the event's own |
@@ -119,9 +122,11 @@ class LdsShadow:
             self.prev = np.zeros(rows, dt)
             self.lanes = np.zeros((rows, 2 * W), np.uint8)
             self.rlast = np.zeros((rows, W), dt)
+            self.hid = self.hlane = None
         else:
             f = 1 << (self.k - k)
-            for name in ("wl", "lastw", "multi", "rs", "prev", "lanes", "rlast"):
+            names = ("wl", "lastw", "multi", "rs", "prev", "lanes", "rlast")
+            for name in names + (("hid", "hlane") if self.hid is not None else ()):
                 setattr(self, name, np.repeat(getattr(self, name), f, axis=0))
         self.k = k
         self.K = 1 << k
@@ -376,7 +381,10 @@ class LdsShadow:
         self.lastw[rows] = eid
         conf = None
         nW, nR = _cnz(uw), _cnz(ur)
+        hidden = op == OP_ATOMIC or self.hid is not None  # kernels without atomics: never
         if nW == 0 and nR == 0:
+            if hidden:
+                self._hidden(rows, wave, op, Sw[:, wave], None, None)
             # race-free: every entry happens before this write and is superseded by it
             t = self._wtmpl
             t[wave] = eid
@@ -387,6 +395,8 @@ class LdsShadow:
                 self.rs[rows] = 0
         else:
             conf = self._write_conflicts(op, rows, Sw, Sr, uw, ur, nW, nR)
+            if hidden:
+                conf = self._hidden(rows, wave, op, Sw[:, wave], clk, conf)
             # Entries ordered before this write are superseded (so later accesses report
             # only the writes and reads still unordered with them); unordered ones stay.
             nzW = _cnz(Sw)
@@ -457,6 +467,46 @@ class LdsShadow:
             parts.append((r * two_w + W + c, r, rd, self.lanes[rr, W + c], served))
         return Conflicts(parts) if parts else None
 
+    def _hidden(self, rows, wave, op, own, clk, conf):
+        """Check and update the hidden plain writes (MODEL §4 step 4) for a write of `wave`
+        whose own slots held `own`; `clk` None: the write found every slot entry ordered.
+
+        Why a second slot: a wave's atomic replaces its own plain write in its slot; for any
+        later non-atomic access that write is ordered whenever the atomic is (same counter,
+        in order), so checking the atomic is enough, but another wave's atomic is exempt
+        against the atomic and must still see the plain write. Returns `conf` with the unordered hidden writes an atomic
+        races merged in (as write-slot entries, in position order)."""
+        H = self.hid
+        if op == OP_ATOMIC:
+            plain = self.events.plain_writes(own)
+            if H is None:
+                if not _cnz(plain):
+                    return conf
+                H = self.hid = np.zeros_like(self.wl)
+                self.hlane = np.zeros(self.wl.shape, np.uint8)
+        if clk is None:  # every other wave's hidden write is ordered (its atomic was)
+            Hs = np.zeros((rows.size, self.W), H.dtype)
+        else:
+            Hs = H.take(rows, axis=0)
+            uh = clk.bad.take(Hs)
+            if op == OP_ATOMIC and _cnz(uh):
+                r, c = np.nonzero(uh)
+                extra = (r * (2 * self.W) + c, r, Hs[r, c], self.hlane[rows[r], c], np.zeros(r.size, np.bool_))
+                conf = Conflicts([extra]) if conf is None else conf.merged(extra, self.W)
+            own_hid = Hs[:, wave].copy()
+            Hs *= uh  # ordered ones are superseded, as in the write slots
+        hl = self.hlane.take(rows, axis=0)
+        if op == OP_ATOMIC:  # the wave's own last plain write stays visible to other atomics
+            if clk is None:
+                own_hid = H[rows, wave]
+            Hs[:, wave] = np.where(plain, own, own_hid)
+            hl[:, wave] = np.where(plain, self.lanes[rows, wave], hl[:, wave])
+        else:  # superseded by this write (a copy may not be ordered after it, still)
+            Hs[:, wave] = 0
+        H[rows] = Hs
+        self.hlane[rows] = hl
+        return conf
+
     # -- lanes of recorded events ---------------------------------------------------------------
 
     def register_per_byte(self, eid: int, pay) -> None:
@@ -466,6 +516,8 @@ class LdsShadow:
             W = self.W
             live = set(np.unique(self.wl[self.lanes[:, :W] == LANE_PER_BYTE]).tolist())
             live.update(np.unique(self.rs[self.lanes[:, W:] == LANE_PER_BYTE]).tolist())
+            if self.hid is not None:
+                live.update(np.unique(self.hid[self.hlane == LANE_PER_BYTE]).tolist())
             self._per_byte = {e: p for e, p in self._per_byte.items() if e in live}
             self._prune_at = max(4096, 2 * len(self._per_byte))
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..records import NO_LANE  # noqa: F401
 from .classify import AccessInfo
-from .kinds import N_COUNTERS
+from .kinds import N_COUNTERS, OP_WRITE
 
 #: wlane/rlane value: the event's lanes differ inside the granule; `lane_at` recomputes it
 LANE_PER_BYTE = 254
@@ -107,6 +107,19 @@ class EventTable:
         self._recent = []
         self._synced = n
 
+    def plain_writes(self, ids: np.ndarray):
+        """Per id: a plain write (not an atomic, not a copy; the sentinel is not). The usual
+        case, one id throughout (a wave's previous access of the rows), is decided without
+        `sync` and returns one bool."""
+        e = int(ids[0])
+        if not _cnz(ids != e):
+            if e >= self._synced:
+                row = self._recent[e - self._synced]
+                return row[2] == OP_WRITE and not row[4]
+            return bool(self.op[e] == OP_WRITE and not self.copy[e])
+        self.sync()
+        return (self.op.take(ids) == OP_WRITE) & ~self.copy.take(ids)
+
     def info(self, eid: int) -> AccessInfo:
         if eid >= self._synced:
             seq, wc, op, _tix, copy, site, A, seg = self._recent[eid - self._synced]
@@ -165,6 +178,15 @@ class Conflicts:
         else:
             self.pos, self.row, self.prior, self.prior_lane, self.served = (
                 np.concatenate([p[j] for p in parts]) for j in range(5))
+
+    def merged(self, part, W: int) -> "Conflicts":
+        """These entries and `part` (write-slot entries), write entries first, each kind in
+        position order -- the order the per-byte check finds them in."""
+        out = Conflicts([(self.pos, self.row, self.prior, self.prior_lane, self.served), part])
+        order = np.lexsort((out.pos, out.pos % (2 * W) >= W))
+        for name in self.__slots__:
+            setattr(out, name, getattr(out, name)[order])
+        return out
 
 
 class Footprint:

@@ -1,29 +1,21 @@
-"""The campaign's missed sync bugs, reduced to their kernel: an engine gap shown by an
-xfail(strict=True) test, next to the control that shows the diagnosis.
+"""The campaign's missed sync bugs, reduced to their kernel, next to the control that shows
+the diagnosis.
 
 Coop campaign: `flydsl.extension.coop.block.histogram` delete-sync:48 (the barrier after the
 counters are zeroed, before the atomic increments: the output check fails under `reverse`)
 and `block.reduce` delete-sync:85 (the barrier after tid 0 zeroes the arrival counter,
 before each wave's lane 0 takes an atomic ticket: a ticket read from an unzeroed counter
-indexes LDS out of bounds under one schedule). The sanitizer reports neither, under any
-policy, though both are an unordered plain store and other waves' atomics to the same bytes
-(MODEL.md: a write or atomic against an unordered write conflicts, "except atomic-vs-atomic").
+indexes LDS out of bounds under one schedule). Both are an unordered plain store and other
+waves' atomics to the same bytes.
 
-Why: the engine keeps per byte and wave only the wave's *last* write (`LdsShadow.wl`). The
-wave that zeroes the counter also adds to it, so its own atomic replaces its plain store
-in that slot; the other waves' atomics then meet an atomic and are exempt. With the owner
-not adding (the control), the same store is reported (LDS003).
-
-Proposal for runtime/shadow/lds.py (not changed here): keep atomics in a slot of their own
-— per byte and wave, the last plain write (`wl`, as now) and the last atomic (`al`, new,
-same shape); a plain write or read checks both against other waves (as `wl` is checked
-now); an atomic checks other waves' `wl` only (atomic-vs-atomic stays exempt), and updates
-`al` without clearing `wl`. Then a wave's own atomic can no longer hide its plain write.
+The engine used to miss them: it kept per byte and wave only the wave's *last* write, so
+the zeroing wave's own atomic replaced its plain store and the other waves' atomics met an
+atomic (exempt: atomics do not race atomics). It now keeps a wave's last plain write aside
+while its slot holds a later atomic of that wave, and atomics check it (MODEL.md §4 step 4).
+The control (the owner does not add) was reported before too.
 """
 
 from __future__ import annotations
-
-import pytest
 
 KERNEL = '''\
 import os
@@ -88,8 +80,6 @@ def test_control_a_plain_store_then_another_waves_atomic_is_reported(tmp_path):
     assert _races(tmp_path, owner_adds=False) == [("LDS003", add, init)]
 
 
-@pytest.mark.xfail(strict=True, reason="engine gap: a wave's own atomic replaces its plain write in LdsShadow.wl, "
-                                       "so other waves' atomics meet an atomic and are exempt (proposal above)")
 def test_the_owner_waves_atomic_does_not_hide_its_unpublished_store(tmp_path):
     init, add = _lines_of(KERNEL)
-    assert ("LDS003", add, init) in _races(tmp_path, owner_adds=True)
+    assert _races(tmp_path, owner_adds=True) == [("LDS003", add, init)]

@@ -13,11 +13,19 @@ Each change is applied from the outside, exactly as MODEL.md states it:
    held LDS030 record is pushed once.
 4. §5: an access before the first barrier is applied only once every wave signalled
    phase 0 or ended (classify.py needs where the issuer's copies completed in that phase).
+5. §4 step 4: a wave's own atomic does not hide its last plain ds write from other waves'
+   atomics (kept per byte and wave in `hid` while the wave's slot holds a later atomic of
+   it; checked only by atomics, superseded like a slot entry).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
+from ldssan.runtime.shadow.kinds import OP_ATOMIC, OP_READ, OP_WRITE
+
 from .reference.engine import ShadowEngine as FrozenEngine
+from .reference.lds import Conflicts, LdsShadow
 
 
 class ReferenceEngine(FrozenEngine):
@@ -26,6 +34,9 @@ class ReferenceEngine(FrozenEngine):
         self._consumed = _LaterSegOnly(self)
         self._uninit = _RetractEqual()
         self._cur_seg = -1
+        self._lds.__class__ = _HiddenPlainShadow
+        self._lds.hid = np.zeros_like(self._lds.wslot)
+        self._lds.hlane = np.zeros_like(self._lds.wlane)
 
     def _drain(self, *, force: bool = False, final: bool = False) -> None:
         super()._drain(force=force, final=final)
@@ -90,3 +101,41 @@ class _RetractEqual(dict):
             else:
                 del self[eid]
         return recs
+
+
+class _HiddenPlainShadow(LdsShadow):
+    def apply(self, eid, wave, op, gb, lane, T):
+        if op == OP_READ:
+            return super().apply(eid, wave, op, gb, lane, T)
+        ev = self.events
+        own = self.wslot[gb, wave]
+        own_lane = self.wlane[gb, wave]
+        H = self.hid[gb]
+        HL = self.hlane[gb]
+        un = ev.seq[H] > T[ev.wc[H]]
+        conf, uninit = super().apply(eid, wave, op, gb, lane, T)
+        if op == OP_ATOMIC and un.any():
+            r, c = np.nonzero(un)
+            two_w = 2 * self.W
+            pos = [r * two_w + c]
+            prior, plane = [H[r, c]], [HL[r, c]]
+            served = [np.zeros(r.size, np.bool_)]
+            if conf is not None:
+                pos.append(conf.pos)
+                prior.append(conf.prior)
+                plane.append(conf.prior_lane)
+                served.append(conf.served)
+            pos, prior, plane, served = (np.concatenate(x) for x in (pos, prior, plane, served))
+            order = np.lexsort((pos, pos % two_w >= self.W))  # writes first, by position
+            conf = Conflicts([(pos[order], prior[order], plane[order])], two_w, served[order])
+        mine = H[:, wave].copy()
+        H[~un] = 0
+        if op == OP_ATOMIC:
+            plain = (own != 0) & (ev.op[own] == OP_WRITE) & ~ev.copy[own]
+            H[:, wave] = np.where(plain, own, mine)
+            HL[:, wave] = np.where(plain, own_lane, HL[:, wave])
+        else:
+            H[:, wave] = 0
+        self.hid[gb] = H
+        self.hlane[gb] = HL
+        return conf, uninit

@@ -14,6 +14,7 @@ __all__ = ["reset_caches"]
 # (this package's import stays cheap, and the plugin imports it early).
 _CACHE_OWNERS = (
     ("ldssan.runtime.emu.codegen", "clear_cache"),      # translated wave programs by IR hash
+    ("ldssan.runtime.emu.rt.crosslane", "clear_plans"),  # uniform shuffle index plans
     ("ldssan.runtime.emu.frontend", "clear_caches"),    # parsed artifact modules, source digest
     ("ldssan.runtime.shadow", "clear_caches"),          # TDM / lane-operand footprints
 )

@@ -48,6 +48,15 @@ def shuffle(ctx, value, offset, width, mode: str, mask):
     bound is checked (an `up` shuffle reads across the group start, and below lane 0 wraps
     round the wave, with valid = true), and a source lane that is inactive reads 0
     (ds_bpermute). Returns (value, valid)."""
+    if np.ndim(offset) == 0 and np.ndim(width) == 0:  # the common case: uniform operands
+        idx, valid = _shuffle_plan(mode, int(offset), int(width), ctx.L)
+        v = _per_lane(ctx, value)
+        got = v[idx]
+        live = np.broadcast_to(mask, (ctx.L,))
+        if live.all():  # every source lane live: no ds_bpermute zeros
+            return got, valid.copy()
+        take = live[idx].reshape((ctx.L,) + (1,) * (v.ndim - 1))
+        return np.where(take, got, np.zeros((), v.dtype)).astype(v.dtype, copy=False), valid.copy()
     lane = ctx.lane
     off = np.asarray(offset, dtype=np.int64)
     width = np.asarray(width, dtype=np.int64)
@@ -57,6 +66,31 @@ def shuffle(ctx, value, offset, width, mode: str, mask):
     valid = dst < end
     src = np.where(valid, dst, lane) % WAVE  # ds_bpermute reads address bits [6:2]
     return _gather(ctx, value, src, _live(ctx, mask)[ctx.lane_base + src], 0), valid
+
+
+_PLANS: dict = {}
+
+
+def _shuffle_plan(mode: str, off: int, width: int, L: int):
+    """(source index into the lane array, valid) of a uniform shuffle, by the formula in
+    `shuffle`. Every context lays its lanes out as `lane = l mod 32`, `lane_base = 32 *
+    (l // 32)` (wave.py), so the plan depends on L only and is computed once."""
+    key = (mode, off, width, L)
+    plan = _PLANS.get(key)
+    if plan is None:
+        lane = np.tile(np.arange(WAVE, dtype=np.int64), L // WAVE)
+        base = np.arange(L, dtype=np.int64) - lane
+        end = _i32(lane + width) & _i32(-width)
+        dst = _i32({"xor": lane ^ off, "up": lane - off, "down": lane + off,
+                    "idx": np.full(L, off, dtype=np.int64)}[mode])
+        valid = dst < end
+        plan = _PLANS[key] = (base + np.where(valid, dst, lane) % WAVE, valid)
+    return plan
+
+
+def clear_plans() -> None:
+    """Forget the shuffle plans (ldssan.runtime.reset_caches)."""
+    _PLANS.clear()
 
 
 def bpermute(ctx, addr, value, mask):

@@ -7,6 +7,8 @@
     python benchmarks/campaign.py --store c.jsonl --resume  # continue an interrupted run
     python benchmarks/campaign.py --coop                  # FlyDSL's coop primitives (ldssan.mutate.coop)
     python benchmarks/campaign.py --all                   # the bundled kernels and the coop primitives
+    python benchmarks/campaign.py --all --cluster local:2 --full-json --markdown benchmarks/campaign-all.md \
+        > benchmarks/campaign-all.json                    # the README figures (--table benchmarks/campaign-all.json)
 
 The same as `ldssan mutate <each bundled kernel> -j 2 -k 8 --json - --markdown ...`: each
 kernel's clean baseline is gated first, then every mutant runs once under the sanitizer

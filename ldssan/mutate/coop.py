@@ -245,6 +245,161 @@ def _merge_sort_cases() -> list[Case]:
     return _sort_cases("BlockMergeSort", "BlockMergeSortAlgorithm", 64, 3, True, 6)
 
 
+def _stable_ranks(keys, descending: bool = False):
+    """Each element's position in a stable sort of `keys`."""
+    import torch
+
+    order = torch.sort(keys, stable=True, descending=descending).indices
+    ranks = torch.empty_like(order)
+    ranks[order] = torch.arange(keys.numel())
+    return ranks.to(torch.int32)
+
+
+@_coop("block.radix_rank")
+def _radix_rank_cases() -> list[Case]:
+    """Stable ranks of 4-bit digits under the MATCH policies, which consume warp-striped
+    input: thread (w, l) item i holds element w*32*items + i*32 + l of the logical sequence,
+    and its rank is written back there. BASIC and MEMOIZE are left out: their clean code has
+    every thread store the same bin offset to one LDS word with no barrier between
+    (`storage.prefix[digit] = offset`), an LDS003 the baseline gate refuses."""
+    import flydsl.expr as fx
+
+    block, items, bits = 64, 2, 4
+    keys = _sample(block * items, 8, low=0, high=1 << bits)
+
+    def index(tid, i):
+        return (tid // 32) * 32 * items + i * 32 + tid % 32
+
+    cases = []
+    for algo in [a for a in _algorithms("BlockRadixRankAlgorithm") if a.startswith("MATCH")]:
+        def make(mod, algo=algo):
+            def body(tid, Keys, _B, Ranks, _OB):
+                rank = mod.BlockRadixRank[fx.Int32, block, items, getattr(mod.BlockRadixRankAlgorithm, algo)]
+                storage = fx.SharedAllocator().allocate(rank.SharedStorage).peek()
+                got = rank([fx.Int32(Keys[index(tid, i)]) for i in range(items)], storage=storage,
+                           begin_bit=0, end_bit=bits)
+                for i in range(items):
+                    Ranks[index(tid, i)] = got[i]
+            return body
+
+        cases.append(_case(f"radix-rank-{block}x{items}-{algo}", block, make, [keys], [_stable_ranks(keys)]))
+    return cases
+
+
+@_coop("block.topk")
+def _topk_cases() -> list[Case]:
+    """The k largest of distinct keys in the first k blocked slots (MERGE: in descending
+    order; AIR: in input order); slots past k must report invalid and are written -1."""
+    import torch
+
+    import flydsl.expr as fx
+
+    block, items, k = 64, 2, 37
+    keys = torch.randperm(block * items, generator=torch.Generator().manual_seed(9)).to(torch.int32) - 40
+    top = torch.topk(keys, k).indices
+    chosen = {"MERGE": keys[top], "AIR": keys[top.sort().values]}
+    cases = []
+    for algo in _algorithms("BlockTopKAlgorithm"):
+        want = torch.full_like(keys, -1)
+        want[:k] = chosen[algo]
+        valid = (torch.arange(keys.numel()) < k).to(torch.int32)
+
+        def make(mod, algo=algo):
+            def body(tid, Keys, _B, Out, Valid):
+                topk = mod.BlockTopK[fx.Int32, block, items, getattr(mod.BlockTopKAlgorithm, algo)]
+                storage = fx.SharedAllocator().allocate(topk.SharedStorage).peek()
+                y, ok = topk(_read(Keys, tid, items, fx.Int32), k, storage=storage, largest=True)
+                for i in range(items):
+                    Out[tid * items + i] = (ok[i] != 0).select(y[i], fx.Int32(-1))
+                    Valid[tid * items + i] = fx.Int32(ok[i] != 0)
+            return body
+
+        cases.append(_case(f"topk-{block}x{items}-k{k}-{algo}", block, make, [keys], [want, valid]))
+    return cases
+
+
+@_coop("block.shuffle")
+def _shuffle_cases() -> list[Case]:
+    """`up` (shift by one item toward higher positions, `predecessor` enters at 0) and
+    `down` (toward lower, `successor` enters at the end) of one blocked tile."""
+    import torch
+
+    import flydsl.expr as fx
+
+    block, items, pred, succ = 64, 2, -100, 100
+    x = _sample(block * items, 10)
+    up = torch.cat([torch.tensor([pred], dtype=torch.int32), x[:-1]])
+    down = torch.cat([x[1:], torch.tensor([succ], dtype=torch.int32)])
+
+    def make(mod):
+        def body(tid, A, _B, Up, Down):
+            shuffle = mod.BlockShuffle[fx.Int32, block, mod.BlockShuffleAlgorithm.SHARED_MEMORY]
+            storage = fx.SharedAllocator().allocate(shuffle.SharedStorage).peek()
+            tile = _read(A, tid, items, fx.Int32)
+            _write(Up, tid, items, shuffle.up(tile, storage=storage, predecessor=fx.Int32(pred)))
+            fx.barrier()
+            _write(Down, tid, items, shuffle.down(tile, storage=storage, successor=fx.Int32(succ)))
+        return body
+
+    return [_case(f"shuffle-{block}x{items}-up-down", block, make, [x], [up, down])]
+
+
+@_coop("block.run_length_decode")
+def _run_length_decode_cases() -> list[Case]:
+    """One run per thread (lengths 0..3, some empty), decoded into the first `block*window`
+    items: each item's run value and its offset inside the run; items past the total get
+    `default` and relative offset -1."""
+    import torch
+
+    import flydsl.expr as fx
+
+    block, window, default = 64, 2, -9
+    values = _sample(block, 11)
+    lengths = _sample(block, 12, low=0, high=3)
+    decoded = torch.repeat_interleave(values, lengths.to(torch.int64))
+    relative = torch.cat([torch.arange(int(n), dtype=torch.int32) for n in lengths])
+    n = block * window
+    want_y = torch.full((n,), default, dtype=torch.int32)
+    want_rel = torch.full((n,), -1, dtype=torch.int32)
+    want_y[:min(n, decoded.numel())] = decoded[:n]
+    want_rel[:min(n, relative.numel())] = relative[:n]
+
+    def make(mod):
+        def body(tid, Values, Lengths, Y, Rel):
+            decode = mod.BlockRunLengthDecode[fx.Int32, block, 1, mod.BlockRunLengthDecodeAlgorithm.SCAN]
+            storage = fx.SharedAllocator().allocate(decode.SharedStorage).peek()
+            y, rel, _total = decode([fx.Int32(Values[tid])], [fx.Int32(Lengths[tid])], storage=storage,
+                                    decoded_items_per_thread=window, default=fx.Int32(default))
+            _write(Y, tid, window, y)
+            _write(Rel, tid, window, rel)
+        return body
+
+    return [_case(f"run-length-decode-{block}-w{window}", block, make, [values, lengths], [want_y, want_rel])]
+
+
+@_coop("warp.exchange")
+def _warp_exchange_cases() -> list[Case]:
+    """Eight logical warps of 8 lanes, each with its own SharedStorage: blocked -> striped
+    within the logical warp, then back. (SHUFFLE moves registers only and is not cased.)"""
+    import flydsl.expr as fx
+
+    block, width, items = 64, 8, 2
+    x = _sample(block * items, 13)
+
+    def make(mod):
+        def body(tid, A, _B, Out, Back):
+            ex = mod.WarpExchange[fx.Int32, width, items, mod.WarpExchangeAlgorithm.SHARED]
+            scratch = fx.SharedAllocator().allocate(fx.Array[ex.SharedStorage, block // width]).peek()
+            storage = scratch[tid // width]
+            striped = ex.blocked_to_striped(_read(A, tid, items, fx.Int32), storage=storage)
+            fx.barrier()
+            _write(Out, tid, items, striped)
+            _write(Back, tid, items, ex.striped_to_blocked(striped, storage=storage))
+        return body
+
+    return [_case(f"warp-exchange-{block}-w{width}x{items}-SHARED", block, make, [x], [_striped(x, width, items), x.clone()])]
+
+
 @_coop("warp.reduce")
 def _warp_reduce_cases() -> list[Case]:
     return _warp_cases("reduce")

@@ -8,7 +8,7 @@ the called function's final name), never by substrings of names.
 
 | What | How it is recognized |
 |---|---|
-| device function | decorated `@…kernel` / `@…jit` (with or without arguments; at any depth, e.g. inside a factory), or a module-level function such a function references by name (transitively); nested functions inside them |
+| device function | decorated `@…kernel` / `@…jit` (with or without arguments; at any depth, e.g. inside a factory), a method whose own body has a sync call statement (a primitive class's methods are traced inside the calling kernel: the undecorated classmethods of `flydsl.extension.coop`), or a module-level function such a function references by name (transitively); nested functions inside them |
 | sync call | `SYNC_CALLS[final name]`; plus local wrappers: a function of the file whose body is only sync calls takes the strongest kind of its body |
 | LDS name | a binding (function scope, name; resolved lexically) assigned from an expression that calls `SharedAllocator`, whose attribute/call chain starts at an LDS name (`smem.partial.view(...)`), or that makes a view of one (`_VIEW_CALLS`: `fx.make_view(lds_ptr, ...)`) |
 | LDS slot | the allocation's line plus the struct fields on the way: views of one buffer share a slot, two fields of one struct do not |
@@ -165,7 +165,8 @@ class KernelSource:
         funcs = (ast.FunctionDef, ast.AsyncFunctionDef)
         top = {fn.name: fn for fn in self.tree.body if isinstance(fn, funcs)}
         todo = [fn for fn in ast.walk(self.tree)
-                if isinstance(fn, funcs) and any(self._is_device_decorator(d) for d in fn.decorator_list)]
+                if isinstance(fn, funcs) and (any(self._is_device_decorator(d) for d in fn.decorator_list)
+                                              or self._synchronizes(fn))]
         seen: set[ast.AST] = set()
         while todo:
             fn = todo.pop()
@@ -176,6 +177,13 @@ class KernelSource:
                 self.device_nodes.add(node)
                 if isinstance(node, ast.Name) and node.id in top and top[node.id] not in seen:
                     todo.append(top[node.id])
+
+    def _synchronizes(self, fn: ast.AST) -> bool:
+        """`fn` is a method of a class and itself (not a function nested in it) has a sync
+        call statement. A module-level undecorated function stays host code."""
+        return isinstance(self.parent.get(fn), ast.ClassDef) and any(
+            isinstance(n, ast.Expr) and self.function_of(n) is fn and self.sync_kind(n.value) is not None
+            for n in ast.walk(fn))
 
     @staticmethod
     def _is_device_decorator(dec: ast.expr) -> bool:

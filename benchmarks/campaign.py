@@ -83,7 +83,7 @@ def main() -> int:
                             | {"rules": [r["code"] for r in m["rules"]], "lint_rules": [r["code"] for r in m["lint_rules"]]}
                             for m in k["mutants"]]
         data.pop("mutants")  # the flat list repeats the rows above
-    print(json.dumps(data, indent=2))
+    print(json.dumps(report.portable(data), indent=2))
     return 0 if record.ok else 2
 
 

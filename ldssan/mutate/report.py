@@ -10,7 +10,30 @@ from .records import CampaignRecord, KernelRecord, MutantRecord
 
 
 def to_json(record: CampaignRecord, indent: int | None = 2) -> str:
-    return json.dumps(record.to_dict(), indent=indent)
+    return json.dumps(portable(record.to_dict()), indent=indent)
+
+
+def portable(data):
+    """`data` with every absolute path inside the working directory or an import root written
+    relative to it (results are committed and compared across machines)."""
+    import os
+    import sys
+
+    roots = sorted({os.getcwd(), *(p for p in sys.path if p and os.path.isabs(p) and os.path.isdir(p))},
+                   key=len, reverse=True)
+
+    def text(s: str) -> str:
+        for root in roots:
+            s = s.replace(root.rstrip(os.sep) + os.sep, "")
+        return s
+
+    if isinstance(data, str):
+        return text(data)
+    if isinstance(data, dict):
+        return {k: portable(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [portable(v) for v in data]
+    return data
 
 
 # ----------------------------------------------------------------------------- text pieces

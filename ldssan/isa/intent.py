@@ -140,17 +140,24 @@ def intent_table(kernel: Kernel) -> dict[Key, frozenset[Line]]:
     on every IR path (lines with an op it may leave outstanding excluded)."""
     retired: dict[Key, set[int]] = {}
     kept: dict[Key, set[int]] = {}
+    for ins, counter, count, before, after in _waits(kernel):
+        key = (ins.file, ins.line, counter, count)
+        gone = set(before.get(counter, {})) - set(after.get(counter, {}))
+        retired.setdefault(key, set()).update(_lines(kernel, gone))
+        kept.setdefault(key, set()).update(_lines(kernel, after.get(counter, {})))
+    return {k: frozenset(v - kept[k]) for k, v in retired.items() if v - kept[k]}
+
+
+def _waits(kernel: Kernel):
+    """(wait instruction, counter, count, outstanding before, outstanding after) for every
+    wait with a source line, on every path `walk` explores."""
     for ins, before in walk(kernel):
         waits = waits_of(kernel, ins)
         if not waits or ins.file is None:
             continue
         after = step(kernel, before, ins)
         for counter, count in waits.items():
-            key = (ins.file, ins.line, counter, count)
-            gone = set(before.get(counter, {})) - set(after.get(counter, {}))
-            retired.setdefault(key, set()).update(_lines(kernel, gone))
-            kept.setdefault(key, set()).update(_lines(kernel, after.get(counter, {})))
-    return {k: frozenset(v - kept[k]) for k, v in retired.items() if v - kept[k]}
+            yield ins, counter, count, before, after
 
 
 def _lines(kernel: Kernel, ops) -> set[Line]:
@@ -161,19 +168,14 @@ def gaps(kernel: Kernel, table: dict[Key, frozenset[Line]]) -> list[Gap]:
     """Every ISA wait matched to an IR wait by (file, line, counter, count) that may leave
     outstanding an instruction from a line the IR wait retires."""
     found: dict[tuple[int, int], Gap] = {}
-    for ins, before in walk(kernel):
-        waits = waits_of(kernel, ins)
-        if not waits or ins.file is None:
+    for ins, counter, count, _before, after in _waits(kernel):
+        meant = table.get((ins.file, ins.line, counter, count))
+        if not meant:
             continue
-        after = step(kernel, before, ins)
-        for counter, count in waits.items():
-            meant = table.get((ins.file, ins.line, counter, count))
-            if not meant:
-                continue
-            for op in sorted(after.get(counter, {})):
-                o = kernel.instrs[op]
-                if (o.file, o.line) in meant and (ins.index, op) not in found:
-                    found[(ins.index, op)] = Gap(ins, o, counter, count, after[counter][op])
+        for op in sorted(after.get(counter, {})):
+            o = kernel.instrs[op]
+            if (o.file, o.line) in meant and (ins.index, op) not in found:
+                found[(ins.index, op)] = Gap(ins, o, counter, count, after[counter][op])
     return list(found.values())
 
 

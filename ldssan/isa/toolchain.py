@@ -9,7 +9,6 @@ network: the wheel carries the linker.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.util
 import os
@@ -17,6 +16,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from ldssan.scoped import scoped_items
 
 
 class IsaToolchainError(RuntimeError):
@@ -90,16 +91,6 @@ def build_env(dump_dir: str, cache_dir: str) -> dict[str, str]:
     }
 
 
-@contextlib.contextmanager
 def patched_env(values: dict[str, str]):
     """Set `values` in os.environ for the block, restoring what was there before."""
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    return scoped_items(os.environ, values)

@@ -20,7 +20,6 @@ the test and the argument). Marks such as `skipif` are not evaluated: the test i
 from __future__ import annotations
 
 import ast
-import contextlib
 import importlib.util
 import inspect
 import itertools
@@ -28,6 +27,8 @@ import os
 import sys
 from dataclasses import dataclass
 from types import ModuleType
+
+from ldssan.scoped import scoped_items
 
 from .target import Case, Target
 
@@ -66,19 +67,8 @@ def _kernel_names(target: Target) -> set[str]:
     return names
 
 
-@contextlib.contextmanager
 def _substituted(names: set[str], variant: ModuleType):
-    saved = {n: sys.modules.get(n) for n in names}
-    try:
-        for n in names:
-            sys.modules[n] = variant
-        yield
-    finally:
-        for n, old in saved.items():
-            if old is None:
-                sys.modules.pop(n, None)
-            else:
-                sys.modules[n] = old
+    return scoped_items(sys.modules, dict.fromkeys(names, variant))
 
 
 def _param_sets(func) -> list[tuple[str, dict]]:

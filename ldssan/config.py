@@ -66,6 +66,16 @@ def _int_range(lo: int, hi: int | None = None) -> Callable[[str], int]:
 
 _positive = _int_range(1)
 
+
+def _batch(raw: str) -> "int | str":
+    low = raw.strip().lower()
+    if low == "auto":
+        return low
+    try:
+        return _positive(low)
+    except ValueError:
+        raise ValueError("expected auto or an integer >= 1") from None
+
 # Each sanitized launch may fill a ring of 32-byte records; this budget bounds its memory.
 RING_BUDGET_BYTES = 64 << 20
 RING_MAX = RING_BUDGET_BYTES // 32
@@ -98,7 +108,8 @@ OPTIONS = {
                      _policy),
     "ring": Option(f"{PREFIX}_RING", 4096, f"violation records kept per launch, 1..{RING_MAX} "
                    f"({RING_BUDGET_BYTES >> 20} MiB; overflow is counted)", _int_range(1, RING_MAX)),
-    "batch": Option(f"{PREFIX}_BATCH", 1, "workgroups run together on the lane axis (throughput mode)", _positive),
+    "batch": Option(f"{PREFIX}_BATCH", "auto", "workgroups run together on the lane axis: auto (as many as "
+                    "fit the lane budget under lockstep; one under per-wave policies) or a number", _batch),
     "coverage": Option(f"{PREFIX}_COVERAGE", False, "print each kernel's instrumented sites by kind", _bool),
     "max_reports": Option(f"{PREFIX}_MAX_REPORTS", 20, "violations printed in full per test", _positive),
     "lint": Option(f"{PREFIX}_LINT", "warn",

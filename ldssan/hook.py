@@ -17,6 +17,7 @@ from ldssan.passes import locations
 from ldssan.passes.instrument import instrument_pass
 from ldssan.runtime.emu import frontend
 from ldssan.runtime.emu.frontend import EmuConfig
+from ldssan.runtime.emu.launch import batch_option
 from ldssan.runtime.emu.sched import Policy
 from ldssan.runtime.session import ShadowSession
 
@@ -66,7 +67,8 @@ def _make_config(policy, ring: int, batch: int, resident: int = 1) -> EmuConfig:
     locations.install()
     if isinstance(policy, str):
         policy = Policy.parse(policy)
-    cfg = EmuConfig(policy=policy, batch=1 if callable(batch) else batch, resident=resident, sanitize=True,
+    cfg = EmuConfig(policy=policy, batch=1 if callable(batch) else batch_option(batch), resident=resident,
+                    sanitize=True,
                     pass_options=f"ring={ring}")
 
     add = collector().add
@@ -88,7 +90,7 @@ def _make_config(policy, ring: int, batch: int, resident: int = 1) -> EmuConfig:
     return cfg
 
 
-def enable(*, policy: "Policy | str | None" = None, ring: int | None = None, batch: int | None = None,
+def enable(*, policy: "Policy | str | None" = None, ring: int | None = None, batch: "int | str | None" = None,
            device: str | None = None) -> EmuConfig:
     """Sanitize every FlyDSL launch of this process (what `FLYDSL_LDSSAN=1` does).
     Every FLYDSL_LDSSAN_* option is validated first (a bad one is a `config.ConfigError`).
@@ -98,7 +100,8 @@ def enable(*, policy: "Policy | str | None" = None, ring: int | None = None, bat
     from . import vdevice
 
     use_vdevice = vdevice.wanted(device or config.get("device"))
-    cfg = _make_config(policy or config.get("policy"), ring or config.get("ring"), batch or config.get("batch"))
+    cfg = _make_config(policy or config.get("policy"), ring or config.get("ring"),
+                       config.get("batch") if batch is None else batch)
     frontend.set_global(cfg)
     if use_vdevice:
         vdevice.install()
@@ -119,10 +122,12 @@ def enabled() -> bool:
 
 
 @contextmanager
-def sanitize(policy: "Policy | str" = "lockstep", *, ring: int = 4096, batch: int = 1, resident: int = 1):
+def sanitize(policy: "Policy | str" = "lockstep", *, ring: int = 4096, batch: "int | str" = "auto",
+             resident: int = 1):
     """Sanitize the FlyDSL launches inside the block; yields the `Collector` of their results.
-    The default `lockstep` runs a workgroup's waves as one lane array (same verdicts, faster;
-    kernels it cannot run are run per wave); output checks pass a per-wave policy.
+    The default `lockstep` runs a workgroup's waves, and as many workgroups as fit the lane
+    budget (`batch="auto"`), as one lane array (same verdicts, faster; kernels it cannot run
+    are run per wave, one workgroup at a time); output checks pass a per-wave policy.
     `batch` may be a function of each host call's `ModuleView` returning that call's batch."""
     col = Collector()
     _collector_stack.append(col)

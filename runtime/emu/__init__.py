@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 from .errors import EmulationError, UnsupportedOp
 from .frontend import EmuConfig, active
-from .launch import EmuLaunchError
+from .launch import AUTO, EmuLaunchError, batch_option
 from .memory import EmuMemoryError
 from .sched import ALL_POLICIES, BarrierDivergenceError, BatchDivergence, DeadlockError, Policy, SpinTimeout
 from .wave import EmulationTimeout, StepBudgetExceeded
@@ -25,15 +25,18 @@ __all__ = [
 
 
 @contextmanager
-def emulate(policy: "Policy | str" = "round-robin", *, batch: int = 1, resident: int = 1):
+def emulate(policy: "Policy | str" = "round-robin", *, batch: "int | str" = "auto", resident: int = 1):
     """Launches of FlyDSL kernels inside the block run on the virtual gfx1250.
 
-    `batch` workgroups run together on the lane axis (throughput); `resident` workgroups run
-    at once, interleaved by the scheduler (persistent kernels that wait on each other)."""
+    `batch` workgroups run together on the lane axis (throughput); "auto": as many as fit the
+    lane budget under the lockstep policy, one at a time under per-wave policies. `resident`
+    workgroups run at once, interleaved by the scheduler (persistent kernels that wait on
+    each other)."""
     if isinstance(policy, str):
         policy = Policy.parse(policy)
-    if batch < 1 or resident < 1:
-        raise ValueError(f"batch and resident must be >= 1, got {batch}, {resident}")
+    batch = batch_option(batch)
+    if resident < 1:
+        raise ValueError(f"resident must be >= 1, got {resident}")
     if batch > 1 and resident > 1:
         raise ValueError("batch and resident are exclusive: batched workgroups run in lockstep")
     with active(EmuConfig(policy=policy, batch=batch, resident=resident)) as cfg:

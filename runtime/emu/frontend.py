@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from ldssan.passes import locations
 from ldssan.passes.ir.irview import view_module
-from .launch import Launcher, bind_pointers, host_arguments
+from .launch import AUTO, Launcher, bind_pointers, host_arguments
 from .memory import GlobalMemory
 from .sched import Policy
 
@@ -40,7 +40,7 @@ VERSION = "0.1.0"
 @dataclass
 class EmuConfig:
     policy: Policy = field(default_factory=Policy)
-    batch: int = 1
+    batch: int = AUTO  # workgroups on the lane axis; AUTO: by the lane budget under lockstep
     resident: int = 1  # workgroups resident at once (persistent kernels); exclusive with batch
     sanitize: bool = False
     pass_options: str = ""  # folded into the sentinel: changes the cache key
@@ -135,7 +135,9 @@ def install() -> None:
         frags = orig_fragments(self, compile_hints=compile_hints)
         cfg = current()
         # a gfx1250 code object with the device runtime linked in (ldssan.runtime.device)
-        device_build = cfg is not None and _compile_only() and "device=" in cfg.pass_options
+        # (or, with target=hw, one launched on a real gfx1250: runtime/device/hardware.py)
+        device_build = (cfg is not None and "device=" in cfg.pass_options
+                        and (_compile_only() or "target=hw" in cfg.pass_options))
         if (cfg is None or _compile_only()) and not device_build:
             # COMPILE_ONLY builds nothing to launch: FlyDSL's own pipeline, untouched
             return frags

@@ -45,6 +45,30 @@ TIME_LIMIT = 10.0  # CPU seconds of emulation per scheduler run before a runaway
 LDS_FILL = 0xFF  # fresh LDS reads as NaN / -1: uninitialised data is visible to output checks
 MAX_CLUSTER = 16  # workgroups per cluster: the TDM / cluster-load workgroup mask has 16 bits
 
+# `batch=AUTO`: lockstep launches put as many workgroups on the lane axis as fit these
+# budgets (per-wave launches run one workgroup at a time). Every value of a lockstep run is
+# an array over its lanes, so the lane count bounds the memory of a chunk; throughput stops
+# growing past ~16K lanes (RMSNorm and GEMM sweeps: benchmarks/scaling.py) while memory does not.
+AUTO = 0
+LANE_BUDGET = 16384
+LDS_BUDGET = 64 << 20  # bytes of LDS of one chunk's workgroups
+
+
+def batch_option(value: "int | str") -> int:
+    """`batch` as given by a user ("auto" or a positive int) -> AUTO or that int."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return AUTO
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"batch must be 'auto' or an integer >= 1, got {value!r}")
+    return value
+
+
+def auto_batch(n_groups: int, n_waves: int, lds_bytes: int) -> int:
+    """Workgroups per lockstep chunk under `batch=AUTO`: within the lane and LDS budgets."""
+    by_lanes = LANE_BUDGET // (WAVE * max(1, n_waves))
+    by_lds = LDS_BUDGET // max(1, lds_bytes)
+    return max(1, min(n_groups, by_lanes, by_lds))
+
 
 def lds_layout(view: ModuleView, dynamic_bytes: int = 0) -> tuple[dict[str, int], int]:
     """Offsets of the module's LDS globals, in declaration order, and the total size."""
@@ -251,7 +275,7 @@ class Launcher:
         self.view = view
         self.gmem = gmem
         self.policy = policy
-        self.batch = max(1, batch)
+        self.batch = AUTO if batch == AUTO else max(1, batch)
         # workgroups resident at once, interleaved by the scheduler (persistent kernels,
         # cross-workgroup flags); exclusive with batching
         self.resident = max(1, resident)
@@ -290,7 +314,11 @@ class Launcher:
         if lds_bytes > LDS_LIMIT:
             raise ValueError(f"ldssan-emu: @{name} needs {lds_bytes} bytes of LDS; gfx1250 has {LDS_LIMIT}")
         dims = cluster_dims(name, grid, cluster)
-        lockstep, refusal = self._lockstep_program(name, dims)
+        n_groups = grid[0] * grid[1] * grid[2]
+        batch = self.batch or auto_batch(n_groups, (n_threads + WAVE - 1) // WAVE, lds_bytes)
+        lockstep, refusal = self._lockstep_program(name, dims, batch > 1)
+        if lockstep is None and self.batch == AUTO:
+            batch = 1  # per-wave runs batch only when asked (they re-run a chunk on divergence)
         self._policy = self.policy if lockstep is not None else self.policy.per_wave
         rec = self._current = LaunchRecord(name, grid, block, lds_bytes, str(self._policy), cluster=dims)
         if refusal:
@@ -315,7 +343,6 @@ class Launcher:
             rec.seconds = time.perf_counter() - t0
             self.records.append(rec)
             return
-        batch = self.batch
         lds = None
         i = 0
         while i < len(groups):
@@ -324,7 +351,8 @@ class Launcher:
                 lds = LocalMemory(lds_bytes, len(chunk), fill=LDS_FILL)
             try:
                 if lockstep is not None:
-                    rec.wave_steps += self._run_lockstep(lockstep, chunk, grid, block, lds, offsets, args)
+                    rec.wave_steps += self._run_lockstep(lockstep, chunk, grid, block, lds, offsets, args,
+                                                          batch > 1)
                 else:
                     rec.wave_steps += self._run_batch(name, chunk, grid, block, lds, offsets, args)
             except BatchDivergence:
@@ -358,7 +386,7 @@ class Launcher:
         waves = self._waves(chunk, 0, grid, block, lds, offsets, batched, Budget(STEP_BUDGET, TIME_LIMIT))
         return self._schedule(prog, [(waves, chunk, lds)], grid, args, len(chunk))
 
-    def _lockstep_program(self, name: str, dims) -> tuple[Program | None, str | None]:
+    def _lockstep_program(self, name: str, dims, batched: bool) -> tuple[Program | None, str | None]:
         """The lockstep translation of kernel @name when this launch runs in lockstep, else
         None, and why a lockstep launch cannot (see `uniformity.lockstep_refusal`)."""
         if not self.policy.lockstep:
@@ -367,13 +395,13 @@ class Launcher:
             return None, "cluster and resident launches interleave their workgroups"
         if _taint.current() is not None:
             return None, "taint runs (ldssan rows) run per wave"
-        return translate_lockstep(self.view, name, batched=self.batch > 1, cache_key=self._key(name))
+        return translate_lockstep(self.view, name, batched=batched, cache_key=self._key(name))
 
-    def _run_lockstep(self, prog, chunk, grid, block, lds, offsets, args) -> int:
+    def _run_lockstep(self, prog, chunk, grid, block, lds, offsets, args, batched: bool) -> int:
         budget = Budget(STEP_BUDGET, TIME_LIMIT)
         parts = self._waves(chunk, 0, grid, block, lds, offsets, len(chunk) > 1, budget)
         ls = LockstepCtx(parts, groups=chunk, block=block, grid=grid, lds=lds, gmem=self.gmem,
-                         lds_offsets=offsets, budget=budget, batched=self.batch > 1)
+                         lds_offsets=offsets, budget=budget, batched=batched)
         _place_in_cluster(ls, None, None)
         return self._schedule(prog, [(parts, chunk, lds)], grid, args, len(chunk), lockstep=ls)
 

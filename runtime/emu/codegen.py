@@ -246,7 +246,7 @@ def translate_lockstep(view: ModuleView, fn_name: str, *, batched: bool,
     key = f"{cache_key}:{int(batched)}" if cache_key is not None else None
     why = _REFUSALS.get(key, "") if key is not None else ""
     if why == "":  # not decided yet
-        why = lockstep_refusal(view.functions[fn_name].body)
+        why = lockstep_refusal(view.functions[fn_name].body, batched)
         if key is not None:
             _REFUSALS[key] = why
     if why is not None:

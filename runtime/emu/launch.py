@@ -316,13 +316,24 @@ class Launcher:
         dims = cluster_dims(name, grid, cluster)
         n_groups = grid[0] * grid[1] * grid[2]
         batch = self.batch or auto_batch(n_groups, (n_threads + WAVE - 1) // WAVE, lds_bytes)
+        batch_refusal = None
         lockstep, refusal = self._lockstep_program(name, dims, batch > 1)
+        if lockstep is None and batch > 1 and self.batch == AUTO and self.policy.lockstep and dims is None:
+            # not across workgroups (a while loop, an atomic-steered protocol): each
+            # workgroup in lockstep still may, interleaved with the others
+            batch_refusal = refusal
+            lockstep, refusal = self._lockstep_program(name, dims, False)
+            batch = 1
         if lockstep is None and self.batch == AUTO:
             batch = 1  # per-wave runs batch only when asked (they re-run a chunk on divergence)
+        # a batched lockstep run needs no resident workgroups: nothing in it waits on another workgroup
+        resident = self.resident if lockstep is None or batch == 1 else 1
         self._policy = self.policy if lockstep is not None else self.policy.per_wave
         rec = self._current = LaunchRecord(name, grid, block, lds_bytes, str(self._policy), cluster=dims)
         if refusal:
             rec.stats["lockstep_refused"] = refusal
+        if batch_refusal:
+            rec.stats["lockstep_batch_refused"] = batch_refusal
         t0 = time.perf_counter()
         if dims is not None:
             clusters = cluster_groups(grid, dims)
@@ -335,11 +346,11 @@ class Launcher:
             return
         groups = list(itertools.product(range(grid[2]), range(grid[1]), range(grid[0])))
         groups = [(x, y, z) for z, y, x in groups]
-        if self.resident > 1:
-            for i in range(0, len(groups), self.resident):
-                chunk = groups[i:i + self.resident]
+        if resident > 1:
+            for i in range(0, len(groups), resident):
+                chunk = groups[i:i + resident]
                 rec.wave_steps += self._run_resident(name, [[g] for g in chunk], grid, block, lds_bytes,
-                                                     offsets, args, None)
+                                                     offsets, args, None, lockstep)
             rec.seconds = time.perf_counter() - t0
             self.records.append(rec)
             return
@@ -391,8 +402,8 @@ class Launcher:
         None, and why a lockstep launch cannot (see `uniformity.lockstep_refusal`)."""
         if not self.policy.lockstep:
             return None, None
-        if dims is not None or self.resident > 1:
-            return None, "cluster and resident launches interleave their workgroups"
+        if dims is not None:
+            return None, "cluster launches interleave the workgroups of a cluster"
         if _taint.current() is not None:
             return None, "taint runs (ldssan rows) run per wave"
         return translate_lockstep(self.view, name, batched=batched, cache_key=self._key(name))
@@ -403,26 +414,32 @@ class Launcher:
         ls = LockstepCtx(parts, groups=chunk, block=block, grid=grid, lds=lds, gmem=self.gmem,
                          lds_offsets=offsets, budget=budget, batched=batched)
         _place_in_cluster(ls, None, None)
-        return self._schedule(prog, [(parts, chunk, lds)], grid, args, len(chunk), lockstep=ls)
+        return self._schedule(prog, [(parts, chunk, lds)], grid, args, len(chunk), lockstep=[ls])
 
-    def _run_resident(self, name, clusters, grid, block, lds_bytes, offsets, args, dims) -> int:
+    def _run_resident(self, name, clusters, grid, block, lds_bytes, offsets, args, dims, lockstep=None) -> int:
         """Run `clusters` (lists of workgroups; one workgroup each without cluster dims)
-        resident at once, each workgroup a team with its own LDS."""
-        prog: Program = translate(self.view, name, batched=False, cache_key=self._key(name))
+        resident at once, each workgroup a team with its own LDS (`lockstep`: the program
+        that runs each team's waves as one lockstep context)."""
+        prog: Program = lockstep or translate(self.view, name, batched=False, cache_key=self._key(name))
         budget = Budget(STEP_BUDGET, TIME_LIMIT)
-        teams = []
+        teams, contexts = [], []
         for c, members in enumerate(clusters):
             for group in members:
                 lds = LocalMemory(lds_bytes, 1, fill=LDS_FILL)
                 waves = self._waves([group], len(teams), grid, block, lds, offsets, False, budget, dims,
                                     c if dims is not None else None)
+                if lockstep is not None:
+                    contexts.append(LockstepCtx(waves, groups=[group], block=block, grid=grid, lds=lds,
+                                                gmem=self.gmem, lds_offsets=offsets, budget=budget,
+                                                batched=False, team=len(teams)))
+                    _place_in_cluster(contexts[-1], None, None)
                 teams.append((waves, [group], lds))
-        return self._schedule(prog, teams, grid, args, 1)
+        return self._schedule(prog, teams, grid, args, 1, lockstep=contexts or None)
 
     def _schedule(self, prog, teams, grid, args, lanes_per_wave_group: int,
-                  lockstep: LockstepCtx | None = None) -> int:
-        """Run the waves of every team together under one scheduler (`lockstep`: the one
-        context that runs the waves of the only team)."""
+                  lockstep: list[LockstepCtx] | None = None) -> int:
+        """Run the waves of every team together under one scheduler (`lockstep`: one
+        context per team, running the team's waves)."""
         ends = {}
         if self.sanitizer is not None:
             for waves, chunk, lds in teams:
@@ -432,10 +449,11 @@ class Launcher:
         on_end = (lambda ctx: ends[id(ctx)](ctx)) if ends else None
         all_waves = [w for waves, _c, _l in teams for w in waves]
         if lockstep is not None:
-            all_waves = [lockstep]
+            all_waves = lockstep
             if ends:
-                lockstep.san = LockstepHooks(lockstep)
-                lockstep.lds_oob_ok = lockstep.parts[0].lds_oob_ok
+                for ls in lockstep:
+                    ls.san = LockstepHooks(ls)
+                    ls.lds_oob_ok = ls.parts[0].lds_oob_ok
                 on_end = _end_parts(on_end)
         sched = Scheduler(prog, all_waves, args, self._policy, on_wave_end=on_end)
         sched.run()

@@ -61,6 +61,9 @@ WAVE_ONLY = frozenset({"rocdl.wave.id", "gpu.subgroup_id", "rocdl.readfirstlane"
                        "rocdl.ballot"})
 
 
+LANE_READS = frozenset({"rocdl.readfirstlane", "rocdl.readlane"})
+
+
 class Uniformity:
     def __init__(self, batched: bool, lockstep: bool = False) -> None:
         self.varying: set[int] = set()
@@ -94,14 +97,21 @@ class Uniformity:
             if any(v in self.varying for v in op.operands):
                 self._mark(op.results)
         elif name in WAVE_ONLY and self.lockstep:
-            self._mark(op.results)
+            # reading one lane of a value uniform across the lockstep context gives that value
+            if name not in LANE_READS or op.operands[0] in self.varying:
+                self._mark(op.results)
         elif name in UNIFORM_SOURCES or (name in GROUP_UNIFORM and not self.batched):
             return
         elif name in GROUP_UNIFORM or name in LANE_SOURCES or name.startswith(LANE_SOURCE_PREFIXES) \
-                or _reads_lds(op):
+                or (_reads_lds(op) and not self._team_uniform_load(op)):
             self._mark(op.results)
         elif any(v in self.varying for v in op.operands):
             self._mark(op.results)
+
+    def _team_uniform_load(self, op: Op) -> bool:
+        # One workgroup in lockstep reads LDS with every lane at one instant: a uniform
+        # address gives every lane the same value (batched workgroups read different LDS).
+        return self.lockstep and not self.batched and op.operands[0] not in self.varying
 
     def _if(self, op: Op) -> None:
         for region in op.regions:
@@ -178,6 +188,10 @@ class _Reach(Uniformity):
             self._mark(op.results)
 
 
+def _while_exit(op: Op) -> int:
+    return op.regions[0][0].ops[-1].operands[0]  # scf.condition(%exit, ...)
+
+
 def _controls(op: Op) -> tuple[int, ...]:
     """The operands that decide which lanes run an op's regions."""
     if op.name == "scf.if":
@@ -187,30 +201,37 @@ def _controls(op: Op) -> tuple[int, ...]:
     return ()
 
 
-def lockstep_refusal(blocks: list[Block]) -> str | None:
-    """Why the waves of a workgroup cannot run this kernel as one lane array, or None.
+def lockstep_refusal(blocks: list[Block], batched: bool = True) -> str | None:
+    """Why the waves of a workgroup (`batched`: of several workgroups) cannot run this kernel
+    as one lane array, or None.
 
     Lockstep runs every wave through the same instruction stream under exec masks, so a
     barrier must be reached by every lane at once (not under control that differs across
-    waves, lanes or batched workgroups: per-wave barrier sequences); a `while` loop may spin
-    on a flag another wave or workgroup sets, which lockstep would never let it see; a global
-    atomic whose result steers control flow is a cross-workgroup protocol (a ticket, a
-    last-block count) whose order lockstep would fix. Decided from the IR before anything
-    runs, so a refused kernel falls back to the per-wave scheduler with no side effect."""
-    per_wave = analyze(blocks, batched=True)
-    lock = analyze(blocks, batched=True, lockstep=True)
+    waves, lanes or batched workgroups: per-wave barrier sequences). Batched, a `while` loop
+    may spin on a flag another workgroup of the batch sets, which lockstep would never let it
+    see, and a global atomic whose result steers control flow is a cross-workgroup protocol
+    (a ticket, a last-block count) whose order lockstep would fix. One workgroup's lockstep
+    context runs interleaved with other workgroups (resident launches) like a wave does, so
+    it only refuses a `while` whose exit differs across its lanes or that sits under such
+    control (a wave could spin on another wave of the context). Decided from the IR before
+    anything runs, so a refused kernel falls back to the per-wave scheduler with no side effect."""
+    per_wave = analyze(blocks, batched=batched)
+    lock = analyze(blocks, batched=batched, lockstep=True)
     wave_varying = lock.varying - per_wave.varying
     reach = _Reach(batched=True)
-    reach.run(blocks)
-    return _refuse(blocks, lock, wave_varying, reach, False)
+    if batched:
+        reach.run(blocks)
+    return _refuse(blocks, lock, wave_varying, reach, False, batched)
 
 
-def _refuse(blocks, lock, wave_varying, reach, divergent: bool) -> str | None:
+def _refuse(blocks, lock, wave_varying, reach, divergent: bool, batched: bool) -> str | None:
     for blk in blocks:
         for op in blk.ops:
             where = f"'{op.name}' at {op.loc}"
-            if op.name == "scf.while":
-                return f"{where}: a while loop (it may spin on another wave or workgroup)"
+            if op.name == "scf.while" and (batched or divergent or _while_exit(op) in lock.varying):
+                if batched:
+                    return f"{where}: a while loop (it may spin on another wave or workgroup)"
+                return f"{where}: a while loop whose exit differs across waves or lanes (it may spin on another wave)"
             if op.name in BARRIER_OPS and divergent:
                 return f"{where}: a barrier under control flow that differs across waves or lanes"
             ctl = _controls(op)
@@ -223,8 +244,10 @@ def _refuse(blocks, lock, wave_varying, reach, divergent: bool) -> str | None:
                                               for v, t in zip(op.operands, op.operand_types)):
                 return f"{where}: a call operand that differs across waves where one value is needed"
             inner = divergent or any(v in lock.varying for v in ctl)
+            if op.name == "scf.while":
+                inner = inner or _while_exit(op) in lock.varying
             for region in op.regions:
-                why = _refuse(region, lock, wave_varying, reach, inner)
+                why = _refuse(region, lock, wave_varying, reach, inner, batched)
                 if why:
                     return why
     return None

@@ -236,8 +236,9 @@ class LockstepCtx(WaveCtx):
         self.wave = np.repeat(w, WAVE)
         self.lane_base = np.repeat(block_id * WAVE, WAVE)
         self.group_base = np.repeat(g * lds.lds_bytes, WAVE)
-        # lanes of each part, in the part's own order (g*32 + l)
-        self.index = [((np.arange(B)[:, None] * W + k) * WAVE + np.arange(WAVE)).reshape(-1) for k in range(W)]
+        # lanes of each part, in the part's own order (g*32 + l): a slice (a view) for one workgroup
+        self.index = [slice(k * WAVE, (k + 1) * WAVE) if B == 1 else
+                      ((np.arange(B)[:, None] * W + k) * WAVE + np.arange(WAVE)).reshape(-1) for k in range(W)]
         self.mask = self._gather(p.mask for p in parts)
         self.mask_full = bool(self.mask.all())
         self.tid = tuple(self._gather(p.tid[d] for p in parts) for d in range(3))
@@ -249,8 +250,9 @@ class LockstepCtx(WaveCtx):
     def _gather(self, per_part) -> np.ndarray:
         """One per-lane array from the parts' per-lane arrays."""
         out = None
+        per = self.L // len(self.parts)
         for idx, a in zip(self.index, per_part):
-            a = np.broadcast_to(np.asarray(a), idx.shape)
+            a = np.broadcast_to(np.asarray(a), (per,))
             if out is None:
                 out = np.empty(self.L, dtype=a.dtype)
             out[idx] = a
@@ -259,13 +261,19 @@ class LockstepCtx(WaveCtx):
     def split(self, mask, values):
         """(part, its lanes of `values`, its mask) for every wave with an active lane: per-lane
         values (first axis L) are cut to the wave's lanes, uniform ones passed as they are."""
-        mask = np.broadcast_to(mask, (self.L,))
         L = self.L
+        full = mask is self.mask and self.mask_full  # every part whole: its own mask (no copy)
+        if not full:
+            mask = np.broadcast_to(mask, (L,))
         for part, idx in zip(self.parts, self.index):
-            m = mask[idx]
-            if m.any():
-                yield part, [v[idx] if isinstance(v, np.ndarray) and v.ndim and v.shape[0] == L else v
-                             for v in values], m
+            if full:
+                m = part.mask
+            else:
+                m = mask[idx]
+                if not m.any():
+                    continue
+            yield part, [v[idx] if type(v) is np.ndarray and v.ndim and v.shape[0] == L else v
+                         for v in values], m
 
     def issue(self, counter: str, copy) -> None:
         copy.complete()  # lockstep copies land at issue
@@ -292,10 +300,11 @@ class LockstepHooks:
 
     def __getattr__(self, method):
         split = self.ctx.split
+        bound = {id(p): getattr(p.san, method) for p in self.ctx.parts}
 
         def call(site, *args):
             *values, mask = args
             for part, vals, m in split(mask, values):
-                getattr(part.san, method)(site, *vals, m)
+                bound[id(part)](site, *vals, m)
         setattr(self, method, call)  # built once per hook name
         return call

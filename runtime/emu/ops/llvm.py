@@ -52,7 +52,10 @@ def load(t, op: Op) -> None:
     rt = op.result_types[0]
     space = addr_space(op.operand_types[0])
     dt, n = _count(rt)
-    if space == 3:
+    if space == 3 and t.uniform(res):  # one workgroup in lockstep, a uniform address
+        raw = f"R.lds_load_uniform(ctx, {t.v(ptr)}, {dt}, {n}, {t.mask})"
+        t.out(f"{t.v(res)} = {raw}" if lane_vector(rt) else f"{t.v(res)} = {raw}[0]")
+    elif space == 3:
         raw = f"R.lds_load(ctx, {t.v(ptr)}, {dt}, {n}, {t.mask})"
         t.out(f"{t.v(res)} = {_shape_result(t, res, rt, raw)}")
     elif t.uniform(res):

@@ -28,7 +28,8 @@ from .crosslane import (ballot, bpermute, collapse_uniform, dpp, mbcnt, permlane
 from .ints import (ceildivsi, cmpf, cmpi, ctlz, ctpop, cttz, divsi, divui, floordivsi, remsi, remui, shli, shrsi,
                    shrui, umax, umin)
 from .lanes import keep, lanes, merge, select, tuple_set
-from .memory import (buffer_load, buffer_store, global_load, global_load_uniform, global_store, lds_load, lds_store,
+from .memory import (buffer_load, buffer_store, global_load, global_load_uniform, global_store, lds_load,
+                     lds_load_uniform, lds_store,
                      make_rsrc)
 from .wmma import WMMA_ELEM, wmma
 from .taint import (t_buffer_load, t_buffer_store, t_global_load, t_global_store, t_lds_load, t_lds_store,  # noqa: E501
@@ -39,7 +40,7 @@ __all__ = [
     "bitcast_uniform", "bpermute", "buffer_load", "collapse_uniform", "dpp", "permlane", "permlane_select",
     "swizzle", "buffer_store", "ceildivsi", "cmpf", "cmpi", "ctlz", "ctpop",
     "cttz", "dense", "divsi", "divui", "erf", "extsi", "extui", "fconv", "floordivsi", "fptosi", "fptoui", "fwide",
-    "global_load", "global_load_uniform", "global_store", "keep", "lanes", "lds_load", "lds_store", "make_rsrc",
+    "global_load", "global_load_uniform", "global_store", "keep", "lanes", "lds_load", "lds_load_uniform", "lds_store", "make_rsrc",
     "mbcnt", "merge", "readfirstlane", "readfirstlane_groups", "readlane_groups", "remsi", "remui", "select",
     "shli", "shrsi", "shrui", "shuffle", "tdm_copy", "trunci", "tuple_set", "uitofp", "umax", "umin", "wmma",
     "t_buffer_load", "t_buffer_store", "t_global_load", "t_global_store", "t_lds_load", "t_lds_store", "t_wave",

@@ -29,6 +29,18 @@ def lds_load(ctx, addr, dtype, count, mask):
     return raw.view(dtype).reshape(L, count)
 
 
+def lds_load_uniform(ctx, addr, dtype, count, mask):
+    """ds_load of one address by every lane of a lockstep workgroup at one instant -> the
+    (count,) elements the active lanes all read (zeros when no lane is active)."""
+    m = np.broadcast_to(mask, (ctx.L,))
+    if not m.any():
+        return np.zeros(count, dtype)
+    first = int(np.argmax(m))
+    one = np.zeros(ctx.L, dtype=bool)
+    one[first] = True
+    return lds_load(ctx, addr, dtype, count, one)[first]
+
+
 def lds_store(ctx, addr, data, mask, *, queued: bool = True):
     """ds_store (queued in the wave's LDS queue under delaying policies); `queued=False` for
     copy engines, whose data lands when the copy completes."""

@@ -57,14 +57,17 @@ def setup(doc: str, *flags: tuple[str, str], **ints: int) -> tuple[argparse.Name
 
 
 # Execution modes of the virtual gfx1250. "default" passes no knob at all, so it measures
-# whatever `emulate()` / `hook.sanitize()` do by default; the others are explicit.
+# whatever `emulate()` / `hook.sanitize()` do by default (plain: the per-wave round-robin
+# scheduler output checks use; sanitized: lockstep with automatic batching); "lockstep" runs
+# both plainly and sanitized in lockstep (the sanitizer's own cost); "per_wave" is the
+# per-wave scheduler, one workgroup at a time, for both.
 def mode_options(mode: str, groups: int) -> dict:
     if mode == "default":
         return {}
+    if mode == "lockstep":
+        return {"policy": "lockstep"}
     if mode == "per_wave":
         return {"policy": "round-robin", "batch": 1}
-    if mode == "batched":
-        return {"batch": groups}
     raise ValueError(f"unknown mode {mode!r}")
 
 
@@ -90,8 +93,7 @@ def default_is_per_wave() -> bool:
 
 
 def modes(groups: int) -> list[str]:
-    out = ["default"] if default_is_per_wave() else ["default", "per_wave"]
-    return out + (["batched"] if groups > 1 else [])
+    return ["default"] if default_is_per_wave() else ["default", "lockstep", "per_wave"]
 
 
 def alternate(runs: dict[str, Callable[[], float]], rounds: int, warm_up: bool = True) -> dict[str, dict]:

@@ -3,10 +3,11 @@ route, stage 1, stage 2, combine), plain and sanitized, and their ratio, for 32 
 experts, model_dim 512, inter_dim 256, top-2, bf16 (or FP8) weights, the default pipeline.
 Prints JSON.
 
-The grouped GEMM's persistent workgroups wait on each other, so every mode runs them
-resident together (resident = the kernel's persistent count). The "default" block is the
-mode `emulate()` / `hook.sanitize()` use with no other option; then the explicit per-wave
-mode (only while it differs from the default). Plain and sanitized calls alternate in one
+The grouped GEMM's persistent workgroups take work items from an atomic ticket, so every
+mode runs them resident together (resident = the kernel's persistent count): per wave, or
+in lockstep one context per workgroup (lockstep does not batch them: a while loop). The
+"default" block is the mode `emulate()` / `hook.sanitize()` use with no other option; then
+"lockstep" and "per_wave" (see _common.mode_options). Plain and sanitized calls alternate in one
 loop; compile and translation are excluded by a warm-up call of each; figures are medians
 of the emulator's launch times (summed over the four launches), and of the whole call.
 Pinned to one core when the OS allows it.
@@ -49,7 +50,6 @@ def main() -> None:
     resident = DEFAULTS["persistent"]
 
     records: list = []
-    # persistent workgroups cannot share the lane axis: no batched mode (groups = 1)
     names = modes(1)
     measure = kernel_runner(lambda: mega_moe(x, logits, w1, w2), 1, launches=LAUNCHES,
                             base={"resident": resident}, records=records)

@@ -3,8 +3,8 @@ emulation). Prints JSON.
 
 Measures lane-ops/s (ops executed per wave x 32 lanes x workgroups, over the launch's
 execution time) and seconds per workgroup, in the default mode (`emulate()` with no
-options) first, then the explicit per-wave mode (only while it differs from the default)
-and batched (all rows' workgroups on the lane axis). Compile and translation happen in a
+options) first, then lockstep and the per-wave scheduler (see _common.mode_options).
+Compile and translation happen in a
 warm-up launch and are excluded; each figure is the best of `--repeat` launches.
 """
 

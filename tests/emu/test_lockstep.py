@@ -15,7 +15,7 @@ from ldssan import hook
 from ldssan.kernels import gemm as G
 from ldssan.kernels import rmsnorm as rms
 from ldssan.runtime.emu import BarrierDivergenceError, Policy, emulate, frontend
-from ldssan.runtime.emu.launch import parse_module, run_kernel
+from ldssan.runtime.emu.launch import AUTO, parse_module, run_kernel
 from ldssan.runtime.emu.uniformity import lockstep_refusal
 from ldssan.variants import load_variant
 
@@ -281,3 +281,66 @@ def test_mega_moe_mixes_lockstep_and_refused_launches_with_the_per_wave_reports(
     assert ran == ["lockstep"] * len(records) and unbatched, records
     assert all("while loop" in r.stats["lockstep_batch_refused"] and r.batch == 1 for r in unbatched)
     assert any(r.batch > 1 for r in records if r not in unbatched)
+
+
+# -- persistent kernels: not batched, but each workgroup one lockstep context -----------------
+
+# a persistent work loop: thread 0 takes the next item from a global ticket into LDS, every
+# lane reads it back after a barrier; item y marks out[1 + y]; a ticket >= 16 ends the loop
+WORK_LOOP = """
+      %c0 = arith.constant 0 : i32
+      %c1 = arith.constant 1 : i32
+      %c16 = arith.constant 16 : i32
+      %lds = llvm.mlir.addressof @lds : !llvm.ptr<3>
+      %lead = arith.cmpi eq, %t, %c0 : i32
+      scf.if %lead {
+        %old = llvm.atomicrmw add %out, %c1 monotonic : !llvm.ptr<1>, i32
+        llvm.store %old, %lds : i32, !llvm.ptr<3>
+      }
+      gpu.barrier
+      %v0 = llvm.load %lds : !llvm.ptr<3> -> i32
+      %first = rocdl.readfirstlane %v0 : i32
+      %r = scf.while (%x = %first) : (i32) -> (i32) {
+        %go = arith.cmpi slt, %x, %c16 : i32
+        scf.condition(%go) %x : i32
+      } do {
+      ^bb0(%y: i32):
+        gpu.barrier
+        scf.if %lead {
+          %at = arith.addi %y, %c1 : i32
+          %p = llvm.getelementptr %out[%at] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, i32
+          llvm.store %c1, %p : i32, !llvm.ptr<1>
+          %old = llvm.atomicrmw add %out, %c1 monotonic : !llvm.ptr<1>, i32
+          llvm.store %old, %lds : i32, !llvm.ptr<3>
+        }
+        gpu.barrier
+        %v = llvm.load %lds : !llvm.ptr<3> -> i32
+        %nxt = rocdl.readfirstlane %v : i32
+        scf.yield %nxt : i32
+      }"""
+
+
+def test_a_work_loop_is_not_batched_but_each_workgroup_runs_in_lockstep():
+    blocks = parse_module(module(WORK_LOOP)).functions["kern"].body
+    assert "while loop" in lockstep_refusal(blocks, batched=True)
+    assert lockstep_refusal(blocks, batched=False) is None
+    # a spin whose exit differs across the waves of one workgroup stays refused
+    assert "while loop" in lockstep_refusal(parse_module(module(WAVE_SPIN)).functions["kern"].body, batched=False)
+    outs = {}
+    for policy in ("round-robin", "lockstep"):
+        out = np.zeros(32, np.int32)
+        launcher = run_kernel(parse_module(module(WORK_LOOP)), "kern", grid=(4, 1, 1), block=(64, 1, 1),
+                              args=[out], policy=policy, resident=4, batch=AUTO)
+        rec = launcher.records[0]
+        assert rec.policy == policy and rec.batch == 1
+        if policy == "lockstep":
+            assert "while loop" in rec.stats["lockstep_batch_refused"]
+        outs[policy] = out
+    # every item done once, one ticket past the end per workgroup, under either schedule
+    want = np.zeros(32, np.int32)
+    want[0], want[1:17] = 16 + 4, 1
+    for out in outs.values():
+        np.testing.assert_array_equal(out, want)
+    text = module(WORK_LOOP, PARAMS, 512)
+    assert _reports(sanitize_text(text, "lockstep").violations) == \
+        _reports(sanitize_text(text, "round-robin").violations) == []

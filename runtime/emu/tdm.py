@@ -1,5 +1,7 @@
 """Tensor data mover (TDM) descriptors: decoding and footprints (the copy itself is
-`rt.copies.TdmCopy`; the happens-before hooks use the footprints).
+`rt.copies.TdmCopy`; the happens-before hooks use the footprints). The descriptors of all
+workgroups of a batch decode at once (`decode_batch`: numpy over their words, cached by the
+raw words, so the copy and the footprint hook of one op decode once).
 
 2-D descriptor layout (FlyDSL 0.5.0's encoder, `expr/rocdl/tdm_ops.py`):
 
@@ -33,7 +35,6 @@ from dataclasses import dataclass
 import numpy as np
 
 
-
 @dataclass(frozen=True)
 class Tdm2D:
     pred: bool
@@ -54,10 +55,21 @@ class Tdm2D:
         return _grid(self.tile_dim0, self.tile_dim1, self.stride1, self.tensor_dim0, self.tensor_dim1,
                      self.elem_bytes, self.pad_interval, self.pad_amount, self.lds_addr)
 
+    def tile_grid(self) -> tuple[np.ndarray, np.ndarray]:
+        """(global element offsets, LDS byte offsets) of the tile at LDS offset 0, bounds
+        not applied: one per tile shape, whatever the addresses and tensor dims."""
+        g, lds, _inb = _grid(self.tile_dim0, self.tile_dim1, self.stride1, self.tile_dim0, self.tile_dim1,
+                             self.elem_bytes, self.pad_interval, self.pad_amount, 0)
+        return g, lds
+
     def lds_bytes(self) -> np.ndarray:
         """Every LDS byte offset the tile covers (padding excluded)."""
         if not self.pred:
             return np.zeros(0, np.int64)
+        return self.tile_bytes()
+
+    def tile_bytes(self) -> np.ndarray:
+        """The LDS byte offsets of the tile, whatever `pred` (cached, read-only)."""
         return _footprint(self.tile_dim0, self.tile_dim1, self.elem_bytes, self.pad_interval,
                           self.pad_amount, self.lds_addr)
 
@@ -87,53 +99,134 @@ def _footprint(tile0, tile1, eb, pad_interval, pad_amount, lds_addr):
     return out
 
 
-def _words(x) -> list[int]:
-    return np.asarray(x).reshape(-1).astype(np.int64).__and__(0xFFFFFFFF).tolist()
+# The fields of a descriptor, in `Tdm2D` order.
+FIELDS = ("pred", "lds_addr", "global_addr", "elem_bytes", "pad_interval", "pad_amount", "tensor_dim0",
+          "tensor_dim1", "tile_dim0", "tile_dim1", "stride1", "mcast_mask")
+# The fields a tile's shape depends on (equal across workgroups: one gather/scatter moves all).
+# (Tensor dims may differ: they are the extent left from each tile's origin.)
+GEOMETRY = ("elem_bytes", "pad_interval", "pad_amount", "tile_dim0", "tile_dim1", "stride1")
 
 
-def decode(g0, g1, g2=None, g3=None) -> Tdm2D:
-    """Decode one workgroup's descriptor groups (uniform (4,) / (8,) arrays)."""
-    g0 = _words(g0)
-    g1 = _words(g1)
-    for extra in (g2, g3):
-        if extra is not None and np.asarray(extra).any():
-            raise NotImplementedError("ldssan-emu: TDM descriptors beyond 2-D (non-zero group 2/3) are not emulated")
-    cfg = g1[0]
-    if cfg >> 19 & 1:
+class TdmBatch:
+    """The decoded descriptors of the workgroups of a batch: one (B,) int64 array per field
+    (`FIELDS`). Read-only: batches are cached by their raw words."""
+
+    __slots__ = (*FIELDS, "B", "_rows", "_same", "_fp")
+
+    def __init__(self, cols: dict):
+        for name, col in cols.items():
+            col.flags.writeable = False
+            setattr(self, name, col)
+        self.B = len(self.pred)
+        self._rows = self._same = self._fp = None
+
+    def row(self, g: int) -> Tdm2D:
+        if self._rows is None:
+            self._rows = {}
+        d = self._rows.get(g)
+        if d is None:
+            d = self._rows[g] = Tdm2D(*(getattr(self, f)[g].item() for f in FIELDS))
+        return d
+
+    def same_geometry(self) -> bool:
+        """Every workgroup's tile has the same shape (addresses may differ)."""
+        if self._same is None:
+            self._same = all(bool((getattr(self, f) == getattr(self, f)[0]).all()) for f in GEOMETRY)
+        return self._same
+
+    def in_bounds(self, live: np.ndarray) -> np.ndarray | None:
+        """(len(live), elements) in-bounds mask of the tiles of `live` (one shape), row-major;
+        None when every element is in bounds."""
+        t0, t1 = int(self.tile_dim0[live[0]]), int(self.tile_dim1[live[0]])
+        d0, d1 = self.tensor_dim0[live], self.tensor_dim1[live]
+        if (d0 >= t0).all() and (d1 >= t1).all():
+            return None
+        rows = np.arange(t1)[None, :, None] < d1[:, None, None]
+        cols = np.arange(t0)[None, None, :] < d0[:, None, None]
+        return (rows & cols).reshape(len(live), -1)
+
+    def footprints(self) -> list[np.ndarray]:
+        """`Tdm2D.lds_bytes` of each workgroup; equal footprints are one (cached) array."""
+        if self._fp is None:
+            if self.same_geometry() and (self.lds_addr == self.lds_addr[0]).all():
+                fp = self.row(0).tile_bytes()
+                self._fp = [fp if p else _EMPTY for p in self.pred.tolist()]
+            else:
+                self._fp = [self.row(g).lds_bytes() for g in range(self.B)]
+        return self._fp
+
+
+_EMPTY = np.zeros(0, np.int64)
+_EMPTY.flags.writeable = False
+
+
+def _check_2d(words: np.ndarray) -> None:
+    if words[:, 12:].any():
+        raise NotImplementedError("ldssan-emu: TDM descriptors beyond 2-D (non-zero group 2/3) are not emulated")
+    if (words[:, 4] >> 19 & 1).any():
         raise NotImplementedError("ldssan-emu: TDM iterate mode is not emulated")
-    pad_en = cfg >> 20 & 1
-    interval = (4 << ((cfg >> 22) & 7)) * 2 if pad_en else 0  # 2^(enc+1) dwords
-    amount = 4 * (((cfg >> 25) & 0x7F) + 1) if pad_en else 0
-    return Tdm2D(
-        pred=bool(g0[0] & 1),
+
+
+def decode_words(words: np.ndarray) -> TdmBatch:
+    """Decode (B, 12 + extra) descriptor words (group 0, group 1, then groups 2/3, which must
+    be zero), one row per workgroup, as unsigned 32-bit values in int64."""
+    _check_2d(words)
+    g0, g1 = words[:, :4].T, words[:, 4:12].T
+    cfg = g1[0]
+    pad_en = (cfg >> 20 & 1).astype(bool)
+    return TdmBatch(dict(
+        pred=(g0[0] & 1).astype(bool),
         lds_addr=g0[1],
         global_addr=g0[2] | ((g0[3] & 0x3FFFFFFF) << 32),
         elem_bytes=1 << ((cfg >> 16) & 3),
-        pad_interval=interval,
-        pad_amount=amount,
+        pad_interval=np.where(pad_en, (4 << ((cfg >> 22) & 7)) * 2, 0),  # 2^(enc+1) dwords
+        pad_amount=np.where(pad_en, 4 * (((cfg >> 25) & 0x7F) + 1), 0),
         tensor_dim0=(g1[1] >> 16) | ((g1[2] & 0xFFFF) << 16),
         tensor_dim1=(g1[2] >> 16) | ((g1[3] & 0xFFFF) << 16),
         tile_dim0=g1[3] >> 16,
         tile_dim1=g1[4] & 0xFFFF,
         stride1=g1[5] | ((g1[6] & 0xFFFF) << 32),
         mcast_mask=cfg & 0xFFFF,
-    )
+    ))
 
 
-def per_group(ctx, value) -> list:
-    """A descriptor group as one (n,) array per workgroup of the batch."""
+def decode(g0, g1, g2=None, g3=None) -> Tdm2D:
+    """Decode one workgroup's descriptor groups (uniform (4,) / (8,) arrays)."""
+    parts = [g0, g1] + [x for x in (g2, g3) if x is not None]
+    return decode_words(np.concatenate([_row_words(x) for x in parts])[None, :]).row(0)
+
+
+def _row_words(x) -> np.ndarray:
+    return np.asarray(x).reshape(-1).astype(np.int64) & 0xFFFFFFFF
+
+
+def _group_words(B: int, value) -> np.ndarray:
+    """A descriptor group as (B, n) words, one row per workgroup of the batch."""
     a = np.asarray(value)
-    B = ctx.L // 32
     if a.ndim == 2:  # per-lane under batching: one descriptor per workgroup (its lane 0)
-        return [a[g * 32] for g in range(B)]
-    return [a] * B
+        a = a[::32]
+    return np.broadcast_to(a.astype(np.int64) & 0xFFFFFFFF, (B, a.shape[-1]))
 
 
-def decode_batch(ctx, g0, g1, g2, g3) -> list[Tdm2D]:
-    parts = [per_group(ctx, g) for g in (g0, g1, g2, g3)]
-    return [decode(*grp) for grp in zip(*parts)]
+# Decoded batches by their raw words: the copy and the sanitizer's footprint hook decode the
+# same words, and kernels reissue the same descriptors (per stage and slot).
+_DECODED: dict[tuple, TdmBatch] = {}
+_DECODED_MAX = 256  # (keys are B x 24 words)
+
+
+def decode_batch(ctx, g0, g1, g2, g3) -> TdmBatch:
+    B = ctx.L // 32
+    words = np.concatenate([_group_words(B, g) for g in (g0, g1, g2, g3)], axis=1)
+    key = (words.shape, words.tobytes())
+    hit = _DECODED.get(key)
+    if hit is None:
+        hit = decode_words(words)
+        if len(_DECODED) >= _DECODED_MAX:
+            _DECODED.clear()
+        _DECODED[key] = hit
+    return hit
 
 
 def lds_footprint(ctx, g0, g1, g2, g3) -> list[np.ndarray]:
     """LDS byte offsets per workgroup of the batch (for the happens-before engine)."""
-    return [d.lds_bytes() for d in decode_batch(ctx, g0, g1, g2, g3)]
+    return decode_batch(ctx, g0, g1, g2, g3).footprints()

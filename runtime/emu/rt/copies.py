@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..memory import EmuMemoryError
-from ..tdm import Tdm2D, decode_batch
+from ..tdm import Tdm2D, TdmBatch, decode_batch
 from ..wave import Copy
 from .memory import lds_load, lds_store
 
@@ -17,12 +17,11 @@ _U8 = np.dtype(np.uint8)
 def tdm_copy(ctx, g0, g1, g2, g3, to_lds):
     descs = decode_batch(ctx, g0, g1, g2, g3)
     if to_lds:  # tensor stores ignore the workgroup mask
-        for d in descs:
-            _local_only(ctx, d.mcast_mask)
+        _local_only(ctx, descs.mcast_mask)
     return TdmCopy(ctx, descs, to_lds)
 
 
-def _local_only(ctx, mask: int) -> None:
+def _local_only(ctx, masks: np.ndarray) -> None:
     """Refuse a TDM load whose workgroup mask (D# group 1 bits 15:0) names a workgroup of the
     cluster other than this one (bit i: the cluster's workgroup of flat id i, x fastest).
 
@@ -34,28 +33,90 @@ def _local_only(ctx, mask: int) -> None:
     cx, cy, _cz = (int(c) for c in ctx.cdim)
     wx, wy, wz = (int(np.asarray(c).reshape(-1)[0]) for c in ctx.cwg)
     own = 1 << (wx + cx * (wy + cy * wz))
-    if mask & ~own:
-        peers = [i for i in range(16) if mask >> i & 1 and 1 << i != own]
-        raise NotImplementedError(
-            f"TDM multicast: the load's workgroup mask 0x{mask:04x} names cluster workgroup(s) {peers} besides "
-            f"this one (bit {own.bit_length() - 1}); multicast into other workgroups' LDS is not modeled "
-            "(its rendezvous and completion semantics are not pinned down by public documentation, and the "
-            "sanitizer checks each workgroup's own LDS): unsupported, please report")
+    bad = masks & ~own
+    if not bad.any():
+        return
+    mask = int(masks[np.flatnonzero(bad)[0]])
+    peers = [i for i in range(16) if mask >> i & 1 and 1 << i != own]
+    raise NotImplementedError(
+        f"TDM multicast: the load's workgroup mask 0x{mask:04x} names cluster workgroup(s) {peers} besides "
+        f"this one (bit {own.bit_length() - 1}); multicast into other workgroups' LDS is not modeled "
+        "(its rendezvous and completion semantics are not pinned down by public documentation, and the "
+        "sanitizer checks each workgroup's own LDS): unsupported, please report")
 
 
 class TdmCopy(Copy):
-    """One in-flight TDM op of one wave: moves its tiles (one per workgroup) when completed."""
+    """One in-flight TDM op of one wave: moves its tiles (one per workgroup) when completed,
+    all at once when their shapes agree (else, or on any memory error, one by one, which
+    raises the error of the first workgroup at fault)."""
 
     __slots__ = ("descs",)
 
-    def __init__(self, ctx, descs: list[Tdm2D], to_lds: bool):
+    def __init__(self, ctx, descs: TdmBatch, to_lds: bool):
         super().__init__(ctx, to_lds)
         self.descs = descs
 
     def move(self) -> None:
-        for g, d in enumerate(self.descs):
-            if d.pred:
-                (self._load if self.to_lds else self._store)(g, d)
+        b = self.descs
+        live = np.flatnonzero(b.pred)
+        if not live.size:
+            return
+        if b.same_geometry() and (self._load_all if self.to_lds else self._store_all)(live):
+            return
+        for g in live.tolist():
+            (self._load if self.to_lds else self._store)(g, b.row(g))
+
+    # -- all workgroups of the batch with one gather and one scatter --------------------------
+
+    def _tiles(self, live: np.ndarray):
+        """(global byte addresses of the in-bounds elements, element bytes, their LDS byte
+        indices (n, eb), the LDS byte indices of the out-of-bounds ones or None) for the
+        workgroups `live`, or None when a tile leaves the LDS (the per-workgroup path raises
+        or clips it)."""
+        b, lds_bytes = self.descs, self.ctx.lds.lds_bytes
+        eb = int(b.elem_bytes[live[0]])
+        gel, lin = b.row(int(live[0])).tile_grid()
+        la = b.lds_addr[live]
+        if lin.size and (int(la.min()) + int(lin.min()) < 0
+                         or int(la.max()) + int(lin.max()) + eb > lds_bytes):
+            return None
+        step = np.arange(eb, dtype=np.int64)
+        gaddr = b.global_addr[live][:, None] + gel * eb
+        lidx = (live * lds_bytes + la)[:, None] + lin
+        inb = b.in_bounds(live)
+        if inb is None:
+            return gaddr.reshape(-1), eb, lidx.reshape(-1, 1) + step, None
+        return gaddr[inb], eb, lidx[inb][:, None] + step, lidx[~inb][:, None] + step
+
+    def _load_all(self, live: np.ndarray) -> bool:
+        tiles = self._tiles(live)
+        if tiles is None:
+            return False
+        gaddr, eb, lidx, zidx = tiles
+        try:
+            data = self.ctx.gmem.read(gaddr, _U8, eb) if gaddr.size else None
+        except EmuMemoryError:
+            return False
+        mem = self.ctx.lds.data
+        if data is not None:
+            mem[lidx] = data
+        if zidx is not None:
+            mem[zidx] = 0
+        return True
+
+    def _store_all(self, live: np.ndarray) -> bool:
+        tiles = self._tiles(live)
+        if tiles is None:
+            return False
+        gaddr, _eb, lidx, _zidx = tiles
+        if gaddr.size:
+            try:
+                self.ctx.gmem.write(gaddr, self.ctx.lds.data[lidx])
+            except EmuMemoryError:  # raised before any byte is written
+                return False
+        return True
+
+    # -- one workgroup ---------------------------------------------------------------------
 
     def _lds_index(self, g: int, d: Tdm2D, lds: np.ndarray) -> np.ndarray:
         lds_mem = self.ctx.lds

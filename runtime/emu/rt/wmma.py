@@ -44,7 +44,8 @@ WMMA_ELEM = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "f32": np.float32,
 
 @functools.lru_cache(maxsize=None)
 def layout_ab(K: int, elem_bits: int) -> tuple[np.ndarray, np.ndarray]:
-    """(row, k) of each (lane, value) of an A or B fragment."""
+    """(row, k) of each (lane, value) of an A or B fragment (the statement of the layout;
+    `_matrix` applies it as a reshape)."""
     lane = np.arange(32)[:, None]
     i = np.arange(K // 2)[None, :]
     if elem_bits == 32:
@@ -62,27 +63,86 @@ CD_M = (_LANE // 16) * 8 + np.arange(8)[None, :]
 CD_N = np.broadcast_to(_LANE % 16, (32, 8))
 
 
-def _matrix(frag: np.ndarray, dtype, K: int) -> np.ndarray:
-    """Per-lane fragments (L, bytes) -> (B, 16, K) float64 matrices."""
-    raw = np.ascontiguousarray(frag)
-    vals = raw.view(np.uint8).reshape(raw.shape[0], -1).view(dtype).astype(np.float64)
-    B = vals.shape[0] // 32
-    if vals.shape[1] != K // 2:
-        raise ValueError(f"WMMA fragment has {vals.shape[1]} elements per lane, expected {K // 2}")
-    rows, ks = layout_ab(K, np.dtype(dtype).itemsize * 8)
-    mat = np.zeros((B, 16, K))
-    mat[:, rows, ks] = vals.reshape(B, 32, K // 2)
+@functools.lru_cache(maxsize=None)
+def code_table(dtype) -> np.ndarray:
+    """float64 value of every code of an 8-bit (or narrower) type: exact, and a table lookup
+    is several times faster than ml_dtypes' astype."""
+    t = np.arange(256, dtype=np.uint8).view(dtype).astype(np.float64)
+    t.flags.writeable = False
+    return t
+
+
+def _to_f64(vals: np.ndarray) -> np.ndarray:
+    """Exact float64 of `vals` (any layout), C-contiguous."""
+    if vals.dtype.itemsize == 1:  # (contiguous codes first: the lookup keeps their layout)
+        return code_table(vals.dtype.type)[np.ascontiguousarray(vals.view(np.uint8))]
+    if vals.dtype == ml_dtypes.bfloat16:  # bf16 is the top half of an f32: exact by a shift
+        return (vals.view(np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return vals.astype(np.float64, order="C")
+
+
+def _lane_runs(vals: np.ndarray, run: int) -> np.ndarray:
+    """(B*32, K/2) per-lane values -> (B, 16, K/2R, 2, R) view in (row, K) order: value i of
+    lane l sits at K = (i // R) * 2R + (l // 16) * R + i % R, row l % 16."""
+    n = vals.shape[1]
+    return vals.reshape(-1, 2, 16, n // run, run).transpose(0, 2, 3, 1, 4)
+
+
+class _LastOperand:
+    """The latest operand matrix, by its fragment: kernels pass one A fragment to several
+    WMMAs (one per B tile). A hit needs the same array object with the same bytes (arrays
+    are not promised immutable), which costs a compare instead of a conversion."""
+
+    __slots__ = ("frag", "raw", "key", "mat")
+
+    def __init__(self):
+        self.frag = self.raw = self.key = self.mat = None
+
+    def get(self, frag, dtype, K: int):
+        if frag is self.frag and (dtype, K) == self.key and np.array_equal(_bytes(frag), self.raw):
+            return self.mat
+        return None
+
+    def put(self, frag, dtype, K: int, mat: np.ndarray) -> None:
+        self.frag, self.raw, self.key, self.mat = frag, _bytes(frag).copy(), (dtype, K), mat
+
+
+def _bytes(frag) -> np.ndarray:
+    """The bytes of `frag` (compared as bytes: -0.0 == 0.0 and NaN != NaN as floats)."""
+    return np.ascontiguousarray(frag).view(np.uint8)
+
+
+_LAST = _LastOperand()
+
+
+def _operand(frag, dtype, K: int) -> np.ndarray:
+    """`_matrix`, reusing the previous operand's when `frag` is the same fragment."""
+    mat = _LAST.get(frag, dtype, K)
+    if mat is None:
+        mat = _matrix(frag, dtype, K)
+        mat.flags.writeable = False
+        _LAST.put(frag, dtype, K, mat)
     return mat
 
 
+def _matrix(frag: np.ndarray, dtype, K: int) -> np.ndarray:
+    """Per-lane fragments (L, bytes) -> (B, 16, K) float64 matrices."""
+    raw = np.ascontiguousarray(frag)
+    vals = raw.view(np.uint8).reshape(raw.shape[0], -1).view(dtype)
+    if vals.shape[1] != K // 2:
+        raise ValueError(f"WMMA fragment has {vals.shape[1]} elements per lane, expected {K // 2}")
+    run = 2 if np.dtype(dtype).itemsize == 4 else 8
+    return _to_f64(_lane_runs(vals, run)).reshape(-1, 16, K)
+
+
 def _accumulate(A: np.ndarray, Bm: np.ndarray, c, c_mod: str = "none") -> np.ndarray:
-    """D = A·Bᵀ + modC(C) for (B, 16, K) operands, C and D in the per-lane C/D layout."""
+    """D = A·Bᵀ + modC(C) for (B, 16, K) operands, C and D in the per-lane C/D layout
+    (lane l, value v <-> M = (l // 16) * 8 + v, N = l % 16: a transpose of (2, 16, 8) blocks)."""
     c = np.asarray(c)
     Bn = A.shape[0]
-    C = np.zeros((Bn, 16, 16))
-    C[:, CD_M, CD_N] = c.reshape(Bn, 32, 8).astype(np.float64)
+    C = _to_f64(c.reshape(Bn, 2, 16, 8).transpose(0, 1, 3, 2)).reshape(Bn, 16, 16)
     D = A @ Bm.transpose(0, 2, 1) + C_MODIFIERS[c_mod](C)
-    return D[:, CD_M, CD_N].reshape(Bn * 32, 8).astype(c.dtype)
+    return D.reshape(Bn, 2, 8, 16).transpose(0, 1, 3, 2).astype(c.dtype, order="C").reshape(Bn * 32, 8)
 
 
 # The WMMA C-operand modifiers (ROCDL WMMACModifier), applied to C before the sum.
@@ -97,9 +157,6 @@ _RUN = {8: 16, 6: 16, 4: 32}  # elements per lane-half run (see the module docst
 SCALED_K = 128
 
 
-_SCALED_ROWS = np.broadcast_to(_LANE % 16, (32, SCALED_K // 2))
-
-
 @functools.lru_cache(maxsize=None)
 def scaled_layout(bits: int) -> np.ndarray:
     """K of each (lane, value) of a scaled A or B fragment (the row is lane % 16)."""
@@ -110,6 +167,14 @@ def scaled_layout(bits: int) -> np.ndarray:
     return k
 
 
+def _codes(raw: np.ndarray, bits: int) -> np.ndarray:
+    """One code per element of each lane's little-endian bit stream (L, bytes) -> (L, 64)."""
+    if bits == 8:
+        return raw
+    stream = np.unpackbits(raw, axis=1, bitorder="little").reshape(len(raw), SCALED_K // 2, bits)
+    return (stream << np.arange(bits, dtype=np.uint8)).sum(axis=2, dtype=np.uint8)
+
+
 def _scaled_matrix(frag, fmt: str, scale, opsel: int, scale_fmt: str) -> np.ndarray:
     """Per-lane packed fragments (L, 2*bits dwords) and scales -> (B, 16, 128) float64."""
     bits, dtype = SCALED_FORMATS[fmt]
@@ -117,16 +182,13 @@ def _scaled_matrix(frag, fmt: str, scale, opsel: int, scale_fmt: str) -> np.ndar
     if raw.shape[1] * 8 != bits * SCALED_K // 2:
         raise ValueError(f"scaled WMMA {fmt} fragment has {raw.shape[1]} bytes per lane, "
                          f"expected {bits * SCALED_K // 16}")
-    # Unpack the lane's little-endian bit stream into one code per element.
-    stream = np.unpackbits(raw, axis=1, bitorder="little").reshape(len(raw), SCALED_K // 2, bits)
-    codes = (stream.astype(np.uint8) << np.arange(bits, dtype=np.uint8)).sum(axis=2, dtype=np.uint8)
-    vals = codes.view(dtype).astype(np.float64)
-    B = len(raw) // 32
-    mat = np.zeros((B, 16, SCALED_K))
-    mat[:, _SCALED_ROWS, scaled_layout(bits)] = vals.reshape(B, 32, SCALED_K // 2)
+    codes = _lane_runs(_codes(raw, bits), _RUN[bits])
+    mat = code_table(dtype)[np.ascontiguousarray(codes)].reshape(-1, 16, SCALED_K)
+    B = mat.shape[0]
     sbytes = np.ascontiguousarray(scale).view(np.uint8).reshape(B, 32, -1)[:, opsel * 16:opsel * 16 + 16]
-    factors = sbytes.view(SCALE_FORMATS[scale_fmt]).astype(np.float64)  # (B, 16 rows, blocks)
-    return mat * np.repeat(factors, SCALED_K // factors.shape[2], axis=2)
+    factors = code_table(SCALE_FORMATS[scale_fmt])[sbytes]  # (B, 16 rows, blocks)
+    blocks = factors.shape[2]
+    return (mat.reshape(B, 16, blocks, SCALED_K // blocks) * factors[..., None]).reshape(B, 16, SCALED_K)
 
 
 def wmma(a, b, c, a_dtype, b_dtype, K: int, *, scale_a=None, scale_b=None, opsel=(0, 0),
@@ -135,7 +197,7 @@ def wmma(a, b, c, a_dtype, b_dtype, K: int, *, scale_a=None, scale_b=None, opsel
     SCALED_FORMATS names and K is 128 (one run-time name for both: generated code calls it as
     `R.wmma`)."""
     if scale_a is None:
-        return _accumulate(_matrix(a, a_dtype, K), _matrix(b, b_dtype, K), c)
+        return _accumulate(_operand(a, a_dtype, K), _matrix(b, b_dtype, K), c)
     A = _scaled_matrix(a, a_dtype, scale_a, opsel[0], scale_fmt[0])
     Bm = _scaled_matrix(b, b_dtype, scale_b, opsel[1], scale_fmt[1])
     return _accumulate(A, Bm, c, c_mod)

@@ -216,10 +216,19 @@ _DECODED_MAX = 256  # (keys are B x 24 words)
 
 def decode_batch(ctx, g0, g1, g2, g3) -> TdmBatch:
     B = ctx.L // 32
-    words = np.concatenate([_group_words(B, g) for g in (g0, g1, g2, g3)], axis=1)
-    key = (words.shape, words.tobytes())
+    groups = (g0, g1, g2, g3)
+    words = None
+    if all(type(g) is np.ndarray and g.ndim == 1 for g in groups):
+        # uniform groups (one workgroup, or one descriptor for the batch): keyed as given,
+        # which skips building the words of a descriptor seen before
+        key = (B, *[(g.dtype.str, g.tobytes()) for g in groups])
+    else:
+        words = np.concatenate([_group_words(B, g) for g in groups], axis=1)
+        key = (words.shape, words.tobytes())
     hit = _DECODED.get(key)
     if hit is None:
+        if words is None:
+            words = np.concatenate([_group_words(B, g) for g in groups], axis=1)
         hit = decode_words(words)
         if len(_DECODED) >= _DECODED_MAX:
             _DECODED.clear()

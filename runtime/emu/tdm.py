@@ -211,17 +211,17 @@ def _group_words(B: int, value) -> np.ndarray:
 # Decoded batches by their raw words: the copy and the sanitizer's footprint hook decode the
 # same words, and kernels reissue the same descriptors (per stage and slot).
 _DECODED: dict[tuple, TdmBatch] = {}
-_DECODED_MAX = 256  # (keys are B x 24 words)
+_DECODED_MAX = 2048  # (keys are B x 24 words; kernels issue one descriptor per stage, slot and tile)
 
 
 def decode_batch(ctx, g0, g1, g2, g3) -> TdmBatch:
     B = ctx.L // 32
     groups = (g0, g1, g2, g3)
     words = None
-    if all(type(g) is np.ndarray and g.ndim == 1 for g in groups):
-        # uniform groups (one workgroup, or one descriptor for the batch): keyed as given,
-        # which skips building the words of a descriptor seen before
-        key = (B, *[(g.dtype.str, g.tobytes()) for g in groups])
+    if all(type(g) is np.ndarray and g.ndim in (1, 2) for g in groups):
+        # keyed by each group's descriptor rows as given (lane 0 of each workgroup when per
+        # lane), which skips building the words of a descriptor seen before
+        key = (B, *[(g.dtype.str, g.ndim, (g[::32] if g.ndim == 2 else g).tobytes()) for g in groups])
     else:
         words = np.concatenate([_group_words(B, g) for g in groups], axis=1)
         key = (words.shape, words.tobytes())

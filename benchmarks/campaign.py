@@ -13,8 +13,10 @@
 The same as `ldssan mutate <each bundled kernel> -j 2 -k 8 --json - --markdown ...`: each
 kernel's clean baseline is gated first, then every mutant runs once under the sanitizer
 and K times under the output check. Kernels registered in `ldssan.kernels.campaigns` whose
-module does not exist yet are skipped with a message. The budget (issue): the whole
-campaign in under 5 minutes on 2 cores; `within_budget` in the JSON says whether it was.
+module does not exist yet are skipped with a message. The budget (issue #17): >= 200
+mutants (`--all`) in under 10 minutes on 2 cores; `within_budget` in the JSON says whether
+it was, and `load_average` the machine's load when the run ended (a shared machine inflates
+the wall time).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import sys
 
 from _common import machine
 
-BUDGET_SECONDS = 300.0
+BUDGET_SECONDS = 600.0
 QUICK_KERNEL = "ldssan.kernels.rmsnorm"
 
 
@@ -74,12 +76,13 @@ def main() -> int:
     data["machine"].update(machine())
     data["budget_seconds"] = BUDGET_SECONDS
     data["within_budget"] = record.seconds <= BUDGET_SECONDS
+    data["load_average"] = [round(x, 2) for x in os.getloadavg()]
     data["markdown"] = os.path.abspath(args.markdown)
     if not args.full_json:
         for k in data["kernels"]:
             k["mutants"] = [{key: m[key] for key in ("id", "status", "sanitizer", "lint", "output_first",
                                                      "output_fails", "output_launches", "equivalence",
-                                                     "not_sync_bug", "missed_sync")}
+                                                     "not_sync_bug", "missed_sync", "survivor_class")}
                             | {"rules": [r["code"] for r in m["rules"]], "lint_rules": [r["code"] for r in m["lint_rules"]]}
                             for m in k["mutants"]]
         data.pop("mutants")  # the flat list repeats the rows above

@@ -20,7 +20,8 @@ registered in `ldssan.kernels.campaigns`, FlyDSL's coop primitives in `ldssan.mu
 | `dask_engine` | `--cluster local:N / tcp://HOST:PORT` on dask.distributed (optional dependency) |
 | `store` | the JSON-lines result store (`--store`, `--resume`) |
 | `equivalence` | equivalent-by-construction diffs (only strengthen sync) and survivor reasons |
-| `syncbug` | "not a sync bug": output-only kills with no race, the clean sync skeleton, a fixed wrong output |
+| `syncbug` | "not a sync bug": output-only kills with no race, the clean sync skeleton, a fixed wrong output; survivor classes |
+| `reliance` | which conflicting cross-wave LDS pairs each barrier orders (a probe of the clean launches), the independent race check |
 | `pytest_case` | `--pytest FILE::TEST`: a pytest test's launches as the case, its assertions as the check |
 | `coop` | cases for FlyDSL's coop primitives (`flydsl.extension.coop.*`) |
 | `records` | the result records and counting rules (Wilson intervals) |

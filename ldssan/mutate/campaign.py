@@ -28,7 +28,7 @@ from ldssan.variants import keep_temp
 
 from .engines import Engine, LocalEngine
 from .equivalence import strengthening, survivor_reason
-from .syncbug import NOT_A_SYNC_BUG, sync_bug_reason
+from .syncbug import NOT_A_SYNC_BUG, RACE_FREE_PAIRS, survivor_class, sync_bug_reason
 from .operators import Mutant, find_mutants
 from .records import HANG_ERRORS, CampaignRecord, KernelRecord, MutantRecord, distinct_rules
 from .store import BASELINE, Store, verdict_settings
@@ -84,10 +84,11 @@ def _lint_key(r: dict) -> tuple:
 
 
 def classify(rec: MutantRecord, out: Outcome, schedule: list[str], clean_lint=frozenset(),
-             clean_sync: dict | None = None) -> MutantRecord:
+             clean_sync: dict | None = None, reliance: dict | None = None, kernel_file: str = "") -> MutantRecord:
     """Fill a mutant record from its worker outcome. `clean_lint`: the (code, line, other
     line) of the clean kernel's lint findings; only new ones are a lint kill. `clean_sync`:
-    the clean kernel's sync skeleton, for the "not a sync bug" criterion (syncbug.py)."""
+    the clean kernel's sync skeleton, for the "not a sync bug" criterion, and `reliance`
+    its barrier reliance table, for the survivor classes (syncbug.py)."""
     rec.seconds, rec.error = out.seconds, out.error
     rec.rules = distinct_rules(out.violations)
     rec.lint_rules = [r for r in distinct_rules(out.lint) if _lint_key(r) not in clean_lint]
@@ -111,9 +112,10 @@ def classify(rec: MutantRecord, out: Outcome, schedule: list[str], clean_lint=fr
         rec.error = next(launch["error"] for launch in out.launches if launch["error"])
     rec.status = "killed" if rec.sanitizer or rec.lint or rec.output_fails else "survived"
     if rec.output_fails and not rec.sanitizer and not rec.lint:
-        why = sync_bug_reason(rec, clean_sync, out.sync)
+        why = sync_bug_reason(rec, clean_sync, out.sync, out.launches, out.reliance)
         if why is None:
-            rec.not_sync_bug = NOT_A_SYNC_BUG.format(k=rec.output_launches)
+            by_pairs = sync_bug_reason(rec, clean_sync, out.sync, out.launches) is not None
+            rec.not_sync_bug = NOT_A_SYNC_BUG.format(k=rec.output_launches, pairs=RACE_FREE_PAIRS if by_pairs else "")
         else:
             rec.missed_sync = f"missed sync bug? {why}"
     if rec.status == "survived":
@@ -126,6 +128,9 @@ def classify(rec: MutantRecord, out: Outcome, schedule: list[str], clean_lint=fr
                 rec.reason = (f"no runtime rule, no new lint finding, no wrong output; but {rec.output_errors} of "
                               f"{rec.output_launches} output-check launches raised ({rec.error}): a failure that "
                               f"depends on the schedule, a possible missed sync bug")
+            explained = survivor_class(rec, clean_sync, out.sync, reliance, kernel_file, out.reliance)
+            if explained is not None:
+                rec.survivor_class, rec.reason = explained
     return rec
 
 
@@ -235,6 +240,7 @@ def _execute(kernels: list[KernelRecord], plans, config: CampaignConfig, listene
     settings = verdict_settings(config)
     resumed = 0
     clean_sync: dict[str, dict | None] = {}
+    clean_reliance: dict[str, dict | None] = {}
 
     def stored(k: KernelRecord, ident: str) -> dict | None:
         entry = store.get(k.digest, ident, settings) if store is not None and config.resume else None
@@ -251,6 +257,7 @@ def _execute(kernels: list[KernelRecord], plans, config: CampaignConfig, listene
         nonlocal resumed
         k.baseline, k.cases, k.schedule = base["baseline"], base["cases"], base["schedule"]
         clean_sync[k.kernel] = base.get("sync")  # absent in a store written before it was kept
+        clean_reliance[k.kernel] = base.get("reliance")
         if base["why"] is not None:
             k.status, k.message = "baseline-failed", base["why"]
             for m in k.mutants:
@@ -277,7 +284,8 @@ def _execute(kernels: list[KernelRecord], plans, config: CampaignConfig, listene
                                  "rules": distinct_rules(out.violations), "lint": distinct_rules(out.lint),
                                  "launches": len(out.launches),
                                  "failed_launches": sum(1 for launch in out.launches if launch["ok"] is not True)},
-                    "cases": out.cases, "ir": list(out.ir), "sync": out.sync, "why": gate(k, out),
+                    "cases": out.cases, "ir": list(out.ir), "sync": out.sync, "reliance": out.reliance,
+                    "why": gate(k, out),
                     "schedule": sorted({launch["policy"] for launch in out.launches},
                                        key=[launch["policy"] for launch in out.launches].index)}
             if store is not None and out.status == "ran":  # a baseline that did not run is retried next time
@@ -286,7 +294,7 @@ def _execute(kernels: list[KernelRecord], plans, config: CampaignConfig, listene
             return
         rec = next(m for m in k.mutants if m.id == task.mutant_id)
         classify(rec, out, k.schedule, frozenset(_lint_key(r) for r in k.baseline.get("lint", [])),
-                 clean_sync.get(k.kernel))
+                 clean_sync.get(k.kernel), clean_reliance.get(k.kernel), k.path)
         if store is not None:
             store.put("mutant", k.digest, rec.id, settings, rec.to_dict())
         listener.mutant(k, rec)

@@ -283,6 +283,20 @@ def _radix_rank_cases() -> list[Case]:
             return body
 
         cases.append(_case(f"radix-rank-{block}x{items}-{algo}", block, make, [keys], [_stable_ranks(keys)]))
+    # two 4-bit digit passes over 8-bit keys: the multi-pass path (publish, inverse) runs too
+    wide = _sample(block * items, 14, low=0, high=1 << (2 * bits))
+
+    def two_pass(mod):
+        def body(tid, Keys, _B, Ranks, _OB):
+            rank = mod.BlockRadixRank[fx.Int32, block, items, mod.BlockRadixRankAlgorithm.MATCH]
+            storage = fx.SharedAllocator().allocate(rank.SharedStorage).peek()
+            got = rank([fx.Int32(Keys[index(tid, i)]) for i in range(items)], storage=storage,
+                       begin_bit=0, end_bit=2 * bits, radix_bits=bits)
+            for i in range(items):
+                Ranks[index(tid, i)] = got[i]
+        return body
+
+    cases.append(_case(f"radix-rank-{block}x{items}-MATCH-2pass", block, two_pass, [wide], [_stable_ranks(wide)]))
     return cases
 
 

@@ -1,8 +1,8 @@
 """One-line mutation operators, in a decorated registry (name -> finder, one-line description).
 
 Each operator walks a `KernelSource` and yields the `Site`s where it applies; every site
-changes exactly one source line, except `wait-after-consumer`, which moves a statement and
-so swaps two adjacent statements. `find_mutants` turns the sites of the chosen operators
+changes exactly one source line, except `wait-after-consumer` and `store-below-barrier`,
+which move a statement and so swap two adjacent statements. `find_mutants` turns the sites of the chosen operators
 into `Mutant`s with stable ids (`operator:line`, `.2`, `.3` for further sites on a line).
 
 The bug classes they model are described in docs/bug-patterns.md (one section per
@@ -183,6 +183,82 @@ def _alias_buffer(src: KernelSource):
                          if src.lds_slot[(scope, ident)] != src.lds_slot[here] and src.visible(name, scope, ident)})
         for other in others:
             yield src.replace(name, other, f"LDS buffer `{name.id}` -> `{other}`")
+
+
+_PUBLISHERS = {Sync.BARRIER, Sync.WAIT, Sync.WAIT_BARRIER, Sync.SIGNAL, Sync.WAIT_SIGNAL}
+
+
+@operator("store-below-barrier", "move the LDS access or copy issue before a barrier or wait below it",
+          "a producer sunk past the barrier or wait that should publish or retire it: compiler motion "
+          "across a raw barrier (rocm-libraries #10893), a refill issued before its slot is released")
+def _store_below(src: KernelSource):
+    for stmt, call, kind in src.sync_statements(_PUBLISHERS):
+        prev = src.prev_sibling(stmt)
+        if prev is None or not src.is_consumer(prev) or src.sync_kind(getattr(prev, "value", None)) is not None:
+            continue
+        if src.touches_lds_or_sync([prev]):
+            yield src.swap_with_next(prev, stmt, f"`{src.segment(prev)}` moved below {kind.value} "
+                                                 f"`{src.segment(call)}`")
+
+
+# one step weaker: a narrower scope, or an ordering without its release/acquire half
+_WEAKER = {"workgroup": "wavefront", "agent": "workgroup",
+           "release": "monotonic", "acquire": "monotonic", "acq_rel": "release", "seq_cst": "acq_rel"}
+# FlyDSL's enum member spellings (`SyncScope.Workgroup`, `AtomicOrdering.AcqRel`) of those values
+_MEMBER = {"wavefront": "Wavefront", "workgroup": "Workgroup", "agent": "Agent", "monotonic": "Monotonic",
+           "release": "Release", "acquire": "Acquire", "acq_rel": "AcqRel", "seq_cst": "SeqCst"}
+
+
+@operator("weaken-fence", "narrow a fence's scope or drop half of its ordering",
+          "a fence too weak to pair with the barrier (wavefront scope, release without acquire); "
+          "the aiter #6344/#6348 fix spelled one step too weak")
+def _weaken_fence(src: KernelSource):
+    for _stmt, call, _kind in src.sync_statements({Sync.FENCE}):
+        for node in [*call.args, *(kw.value for kw in call.keywords)]:
+            value = _fence_word(node)
+            if value in _WEAKER:
+                weaker = _WEAKER[value]
+                new = repr(weaker).replace("'", '"') if isinstance(node, ast.Constant) else \
+                    src.segment(node)[: -len(node.attr)] + _MEMBER[weaker]
+                yield src.replace(node, new, f"fence `{src.segment(call)}`: {value} -> {weaker}")
+
+
+def _fence_word(node: ast.expr) -> str | None:
+    """The scope or ordering a fence argument spells: a string, or an enum member."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Attribute):
+        return next((v for v, member in _MEMBER.items() if member == node.attr), None)
+    return None
+
+
+@operator("shift-lds-index", "index an LDS access one element further (a neighbour's slot)",
+          "wrong buffer index: a slot of another wave or lane, or of the next stage")
+def _shift_index(src: KernelSource):
+    for node in ast.walk(src.tree):
+        if not src.in_device(node) or src.lds_buffer_of(node) is None:
+            continue
+        index = _index_of(src, node)
+        if index is not None and src.one_line(index):
+            literal = isinstance(index, ast.Constant) and isinstance(index.value, int)
+            new = str(index.value + 1) if literal else f"{_paren(src, index)} + 1"
+            yield src.replace(index, new, f"LDS index `{src.segment(index)}` -> `{new}`")
+
+
+def _index_of(src: KernelSource, node: ast.AST) -> ast.expr | None:
+    """The index of an LDS access: a subscript's, or the argument after the buffer of a call."""
+    if isinstance(node, ast.Subscript):
+        return None if isinstance(node.slice, (ast.Tuple, ast.Slice)) else node.slice
+    name = final_name(node.func) or ""
+    if not ("load" in name or "store" in name):  # an access call, not a view or a helper object
+        return None
+    buf = src.lds_buffer_of(node)
+    args = node.args
+    for i, arg in enumerate(args[:-1]):
+        if arg is buf:
+            nxt = args[i + 1]
+            return nxt if isinstance(nxt, (ast.Name, ast.BinOp, ast.Constant, ast.Subscript)) else None
+    return None
 
 
 # ----------------------------------------------------------------------------- mutants

@@ -110,6 +110,8 @@ def output_k_text(m: MutantRecord) -> str:
 
 
 def status_text(m: MutantRecord) -> str:
+    if m.status == "survived" and m.survivor_class:
+        return f"survived ({m.survivor_class.replace('-', ' ')})"
     if m.status in ("killed", "survived"):
         return m.status
     detail = f": {m.error.split(':', 1)[0]}" if m.error and m.status in ("crashed", "hang", "not-compiled") else ""
@@ -135,7 +137,10 @@ def summary_text(record: CampaignRecord) -> str:
         out.append(f"  killed by output check, K={k_launches:<3} launches {rate_text(s['killed_by_output_k'])}")
         out.append(f"  killed by the lint (LDS040/LDS041)     {rate_text(s['killed_by_lint'])}")
         out.append(f"  sanitizer + lint over sync mutants     {rate_text(s['killed_by_sanitizer_or_lint_sync'])}"
-                   f" ({s['not_sync_bug']} not a sync bug, {s['missed_sync_bug']} missed sync bug)")
+                   f" ({s['not_sync_bug']} not a sync bug, {s['missed_sync_bug']} missed sync bug, "
+                   f"{s['no_sync_change']} survivors with no sync change)")
+        out.append(f"  killed or sync redundant, sync mutants {rate_text(s['explained_sync'])}"
+                   f" ({s['sync_redundant']} sync redundant on the cases run, {s['unexplained']} unexplained)")
         out.append(f"  sanitizer only {s['sanitizer_only']}, output check only {s['output_only']}, "
                    f"lint only {s['lint_only']}, survived all {s['survived']}")
     return "\n".join(out)
@@ -145,7 +150,8 @@ def summary_text(record: CampaignRecord) -> str:
 
 _SUMMARY_HEAD = ("| kernel | mutants | ran | killed by sanitizer (1 launch) | killed by output check, 1 launch "
                  "| killed by output check, K launches | killed by lint | sanitizer only "
-                 "| sanitizer + lint, sync mutants | not a sync bug | missed sync bug | equivalent (IR / strengthens) "
+                 "| sanitizer + lint, sync mutants | killed or sync redundant, sync mutants | not a sync bug "
+                 "| no sync change | sync redundant | missed sync bug | unexplained | equivalent (IR / strengthens) "
                  "| not compiled | hang / crash / timeout | time |")
 _SUMMARY_COLUMNS = _SUMMARY_HEAD.count("|") - 1
 
@@ -154,8 +160,9 @@ def _summary_row(name: str, s: dict) -> str:
     return (f"| {name} | {s['mutants']} | {s['counted']} | {rate_text(s['killed_by_sanitizer'])} "
             f"| {rate_text(s['killed_by_output_1'])} | {rate_text(s['killed_by_output_k'])} "
             f"| {rate_text(s['killed_by_lint'], interval=False)} | {s['sanitizer_only']} "
-            f"| {rate_text(s['killed_by_sanitizer_or_lint_sync'])} | {s['not_sync_bug']} | {s['missed_sync_bug']} "
-            f"| {s['equivalent']} ({s['equivalent_ir']} / {s['equivalent_strengthening']}) | {s['not_compiled']} "
+            f"| {rate_text(s['killed_by_sanitizer_or_lint_sync'])} | {rate_text(s['explained_sync'])} "
+            f"| {s['not_sync_bug']} | {s['no_sync_change']} | {s['sync_redundant']} | {s['missed_sync_bug']} "
+            f"| {s['unexplained']} | {s['equivalent']} ({s['equivalent_ir']} / {s['equivalent_strengthening']}) | {s['not_compiled']} "
             f"| {s['hang']} / {s['crashed']} / {s['timeout']} | {s['seconds']:.1f} s |")
 
 
@@ -171,9 +178,13 @@ def summary_markdown(record: CampaignRecord) -> str:
         "crashed and timed-out mutants are classified, not counted. \"Killed by lint\" counts new static "
         "fence-pairing findings (LDS040/LDS041), apart from the sanitizer's runtime kills. \"Not a sync bug\": "
         "killed by the output check only, with no racing pair, the clean kernel's synchronization skeleton or a "
-        "stronger one, and a wrong output under every schedule (ldssan/mutate/syncbug.py) — a value change, left to "
-        "the output check and out of the sanitizer's target (\"sanitizer + lint, sync mutants\"); \"missed sync "
-        "bug\": every other output-only kill. "
+        "stronger one, and one verdict under every schedule of each case (ldssan/mutate/syncbug.py) — a value "
+        "change, left to the output check and out of the sanitizer's target (\"sanitizer + lint, sync mutants\"); "
+        "\"missed sync bug\": every other output-only kill. Survivors: \"no sync change\" when they pass the same "
+        "criterion with the right output (also out of the target); \"sync redundant\" when they delete, move or "
+        "unfence a barrier that, by the clean kernel's reliance table (ldssan/mutate/reliance.py), orders no "
+        "conflicting cross-wave LDS pair this change unorders on the cases run; \"unexplained\": the other "
+        "survivors and the missed sync bugs. "
         "Times are worker seconds per kernel and wall-clock seconds overall "
         f"(engine {record.engine['name']}, {record.engine['workers']} workers, {record.machine.get('cores')} cores)"
         + (f"; {record.resumed} mutant results resumed from the store." if record.resumed else "."),

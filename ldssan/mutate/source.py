@@ -84,6 +84,7 @@ _VIEW_CALLS = {"make_view", "recast", "recast_iter", "add_offset", "view", "peek
 _DEVICE_DECORATORS = {"kernel", "jit"}
 COMPILE_TIME_GUARDS = {"const_expr"}  # `if const_expr(...)`: a trace-time branch, not a guard
 RANGE_CALLS = {"range", "range_constexpr"}
+STORAGE_PARAM = "storage"  # a device function's parameter holding LDS (coop's SharedStorage)
 _COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef,
              ast.AsyncFunctionDef, ast.ClassDef, ast.Match)
 _NO_CONSUMER = (ast.Return, ast.Pass, ast.Break, ast.Continue, ast.Raise, ast.Global, ast.Nonlocal,
@@ -219,6 +220,14 @@ class KernelSource:
     def _find_lds_names(self) -> None:
         self._assigned: dict[ast.AST, set[str]] = {}
         assigns = []
+        for fn in ast.walk(self.tree):
+            # A device function's `storage` parameter is the caller's SharedStorage (the coop
+            # primitives' convention): one LDS slot, whichever function receives it.
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn in self.device_nodes:
+                names = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
+                if STORAGE_PARAM in names:
+                    self._assigned.setdefault(fn, set()).add(STORAGE_PARAM)
+                    self.lds_slot[(fn, STORAGE_PARAM)] = ("param", STORAGE_PARAM)
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Assign):
                 targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
@@ -252,6 +261,10 @@ class KernelSource:
             node = root
             while node is not value:
                 up = self.parent[node]
+                if isinstance(up, ast.Subscript) and up.value is node:
+                    return None  # `storage.valid[i].to(...)`: a value loaded from LDS, not a view of it
+                if isinstance(up, ast.Call) and up.func is node and final_name(node) not in _VIEW_CALLS:
+                    return None  # a method's result (`.to(Int32)`), not a view
                 if isinstance(up, ast.Attribute) and not (isinstance(self.parent.get(up), ast.Call)
                                                           and self.parent[up].func is up):
                     fields.append(up.attr)
@@ -334,8 +347,10 @@ class KernelSource:
                 root = chain_root(arg) if isinstance(arg, ast.Attribute) else arg
                 if self.is_lds(root):
                     return root
-        if isinstance(node, ast.Subscript) and self.is_lds(node.value):
-            return node.value
+        if isinstance(node, ast.Subscript):
+            root = chain_root(node.value)  # `buf[i]`, or a struct field `storage.counts[i]`
+            if self.is_lds(root):
+                return root
         return None
 
     def touches_lds_or_sync(self, nodes, _seen: set | None = None) -> bool:
@@ -366,12 +381,18 @@ class KernelSource:
         return any(isinstance(n, ast.Name) and n.id in self.loop_vars for n in ast.walk(node))
 
     def next_sibling(self, stmt: ast.stmt) -> ast.stmt | None:
+        return self._sibling(stmt, +1)
+
+    def prev_sibling(self, stmt: ast.stmt) -> ast.stmt | None:
+        return self._sibling(stmt, -1)
+
+    def _sibling(self, stmt: ast.stmt, step: int) -> ast.stmt | None:
         parent = self.parent.get(stmt)
         for field in ("body", "orelse", "finalbody"):
             block = getattr(parent, field, None)
             if isinstance(block, list) and stmt in block:
-                i = block.index(stmt)
-                return block[i + 1] if i + 1 < len(block) else None
+                i = block.index(stmt) + step
+                return block[i] if 0 <= i < len(block) else None
         return None
 
     @staticmethod

@@ -67,6 +67,7 @@ class Outcome:
     launches: list[dict] = field(default_factory=list)  # {case, policy, ok, error}
     ir: tuple[str, ...] = ()
     sync: dict[str, int] = field(default_factory=dict)  # the sync skeleton (syncbug.sync_sites)
+    reliance: dict = field(default_factory=dict)  # the clean kernel's barrier reliance (reliance.py)
     cases: list[str] = field(default_factory=list)
     error: str = ""
     seconds: float = 0.0
@@ -307,8 +308,9 @@ def evaluate(task: Task) -> Outcome:
 
 
 def _evaluate(task: Task, out: Outcome) -> None:
-    from ldssan import hook
-    from ldssan.runtime.emu import emulate
+    from contextlib import nullcontext
+
+    from .reliance import Probe
 
     if task.digest is not None and source_digest(task.target.path) != task.digest:
         # A remote worker with another version of the kernel file would score other mutants.
@@ -334,7 +336,31 @@ def _evaluate(task: Task, out: Outcome) -> None:
         out.status, out.error = "not-compiled", _error_text(exc)
         return
 
-    # 1. the sanitizer's verdict: one launch per case
+    # 1. the sanitizer's verdict: one launch per case (the clean kernel's under the reliance probe)
+    probe = Probe() if task.mutant_id is None else None
+    with probe or nullcontext():
+        if not _sanitize_cases(task, module, cases, out):
+            return
+    if probe is not None:
+        out.reliance = probe.result()
+    if task.clean_ir is not None and None not in out.ir and out.ir == tuple(task.clean_ir):
+        out.status = "equivalent"
+        return
+    # 2. the output check
+    _output_check(task, module, cases, out)
+    # 3. the own reliance table of a mutant no rule saw (a survivor, or an output-only kill):
+    # the independent race check of its ds accesses
+    if task.mutant_id is not None and not out.violations and not out.lint:
+        quiet = Outcome(task.kernel, task.mutant_id, "ran")
+        with Probe() as probe:
+            _sanitize_cases(task, module, cases, quiet)
+        out.reliance = probe.result() if quiet.status == "ran" else {}
+
+
+def _sanitize_cases(task: Task, module, cases, out: Outcome) -> bool:
+    """One sanitized launch per case; False when a case did not run (`out.status` says why)."""
+    from ldssan import hook
+
     fingerprints = []
     for case in cases:
         before = {n: id(a) for n, a in _compiled(module).items()}
@@ -348,17 +374,19 @@ def _evaluate(task: Task, out: Outcome) -> None:
             out.error = f"{case.name}: {_error_text(exc)}"
             if col is not None:
                 _collect(col, out)
-            return
+            return False
         _collect(col, out)
         for key, n in sync_sites(col.results).items():
             out.sync[key] = out.sync.get(key, 0) + n
         fingerprints.append(ir_fingerprint(module, case))
     out.ir = tuple(fingerprints)
-    if task.clean_ir is not None and None not in out.ir and out.ir == tuple(task.clean_ir):
-        out.status = "equivalent"
-        return
+    return True
 
-    # 2. the output check: K launches per case, across scheduler policies and seeds
+
+def _output_check(task: Task, module, cases, out: Outcome) -> None:
+    """K launches per case, across scheduler policies and seeds."""
+    from ldssan.runtime.emu import emulate
+
     for policy in schedule(task.launches):
         for case in cases:
             rec = {"case": case.name, "policy": policy, "ok": None, "error": ""}

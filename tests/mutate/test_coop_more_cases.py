@@ -21,7 +21,7 @@ NEW = {
     "block.shuffle": (1, "delete-sync:48"),  # boundary items published before neighbours read them
     "block.topk": (2, "delete-sync:68"),  # AIR: a radix pass's scan storage reused by the next
     "block.run_length_decode": (1, "delete-sync:50"),  # run endpoints published before the decode
-    "block.radix_rank": (3, "delete-sync:134"),  # MATCH early counts: per-warp histogram atomics read by all waves
+    "block.radix_rank": (4, "delete-sync:134"),  # MATCH early counts: per-warp histogram atomics read by all waves
 }
 
 
@@ -89,3 +89,13 @@ def test_an_undecorated_method_that_synchronizes_is_device_code():
     fns = {fn.name: fn for fn in ast.walk(src.tree) if isinstance(fn, ast.FunctionDef)}
     assert fns["collective"] in src.device_nodes
     assert fns["host_only"] not in src.device_nodes and fns["host_helper"] not in src.device_nodes
+
+
+def test_radix_rank_two_pass_case_reaches_the_multi_pass_barriers(tmp_path):
+    """The 2-pass case runs `_publish` (digits and indices published for the next pass):
+    its barrier (line 216) was not built by any single-pass case; deleted, it is a race."""
+    out = tmp_path / "rr.json"
+    code = ldssan_main(["mutate", PACKAGE + "block.radix_rank", "--only", "delete-sync:216", "-k", "1",
+                        "--no-live", "--json", str(out)])
+    (m,) = json.loads(out.read_text())["mutants"]
+    assert code == 0 and m["status"] == "killed" and m["sanitizer_killed"], m

@@ -40,6 +40,8 @@ EXPECTED_RING = {
     ("ring-early", "fx.memref_store(v + 1, ring, ((it + NB - 1) % NB) * N + tid)"),
     ("swap-ping-pong", "v = fx.memref_load(ring, (it % NB) * N + (tid + 32) % N)"),
     ("drop-guard", "if tid % 32 == 0:"),
+    ("store-below-barrier", "fx.memref_store(v + 1, ring, ((it + NB - 1) % NB) * N + tid)"),
+    ("shift-lds-index", "fx.memref_store(wave + 100, flag, wave)"),
 }
 
 
@@ -52,6 +54,8 @@ def test_ring_kernel_sites_per_operator():
     assert len(alias) == 6  # 4 accesses of `ring`, 2 of `flag`
     # nothing else: wait-minus-one has no count above 0, `(tid + 32) % N` and `1 - wave` use no loop variable
     assert {op for op, _ in found} == {op for op, _ in EXPECTED_RING} | {"alias-lds-buffer"}
+    # shift-lds-index: each of the 6 accesses' index, once (a load's view call is no access)
+    assert len(_sites(RING_KERNEL, "shift-lds-index")) == 6
 
 
 @pytest.mark.parametrize("op, before, after", [
@@ -72,7 +76,7 @@ def test_every_mutant_edits_one_line_and_parses():
     mutants = find_mutants(RING_KERNEL, "k.py")
     assert len({m.id for m in mutants}) == len(mutants)
     for m in mutants:
-        if m.operator == "wait-after-consumer":
+        if m.operator in ("wait-after-consumer", "store-below-barrier"):
             assert len(m.edits) == 2 and m.before == tuple(reversed(m.after)), m
         else:
             assert len(m.edits) == 1, m
@@ -187,3 +191,91 @@ def test_registry_refuses_duplicates_and_takes_new_operators():
 def test_every_operator_has_a_description():
     for op in OPERATORS.values():
         assert op.description and "\n" not in op.description
+
+
+# -- the operators from the catalogue's list: one intended line change each --------------------
+
+_FENCED = textwrap.dedent("""\
+    import flydsl.compiler as flyc
+    import flydsl.expr as fx
+
+    @flyc.kernel
+    def k(X: fx.Tensor):
+        tid = fx.thread_idx.x
+        buf = fx.SharedAllocator().allocate(64)
+        fx.memref_store(X[tid], buf, tid)
+        fx.memory_fence(syncscope="workgroup", ordering=fx.AtomicOrdering.Release)
+        fx.rocdl.s_barrier_signal(-1)
+        fx.rocdl.s_barrier_wait(-1)
+        fx.memory_fence(syncscope=fx.rocdl.SyncScope.Workgroup, ordering=fx.AtomicOrdering.Acquire)
+        X[tid] = buf[tid ^ 32]
+    """)
+
+
+def test_weaken_fence_narrows_the_scope_or_drops_the_ordering():
+    got = {(b, a) for _op, b, a in _sites(_FENCED, "weaken-fence")}
+    assert got == {
+        ('fx.memory_fence(syncscope="workgroup", ordering=fx.AtomicOrdering.Release)',
+         'fx.memory_fence(syncscope="wavefront", ordering=fx.AtomicOrdering.Release)'),
+        ('fx.memory_fence(syncscope="workgroup", ordering=fx.AtomicOrdering.Release)',
+         'fx.memory_fence(syncscope="workgroup", ordering=fx.AtomicOrdering.Monotonic)'),
+        ("fx.memory_fence(syncscope=fx.rocdl.SyncScope.Workgroup, ordering=fx.AtomicOrdering.Acquire)",
+         "fx.memory_fence(syncscope=fx.rocdl.SyncScope.Wavefront, ordering=fx.AtomicOrdering.Acquire)"),
+        ("fx.memory_fence(syncscope=fx.rocdl.SyncScope.Workgroup, ordering=fx.AtomicOrdering.Acquire)",
+         "fx.memory_fence(syncscope=fx.rocdl.SyncScope.Workgroup, ordering=fx.AtomicOrdering.Monotonic)"),
+    }
+
+
+def test_weakened_fences_are_never_called_strengthening():
+    from ldssan.mutate.equivalence import strengthening
+
+    for m in find_mutants(_FENCED, "k.py", ["weaken-fence"]):
+        assert strengthening(m.to_dict()["edits"]) is None, m.diff()
+
+
+def test_store_below_barrier_moves_the_producer_under_the_sync():
+    unfenced = _FENCED.replace('    fx.memory_fence(syncscope="workgroup", ordering=fx.AtomicOrdering.Release)\n', "")
+    assert unfenced != _FENCED
+    (m,) = find_mutants(unfenced, "k.py", ["store-below-barrier"])
+    assert m.before == ("fx.memref_store(X[tid], buf, tid)", "fx.rocdl.s_barrier_signal(-1)")
+    assert m.after == ("fx.rocdl.s_barrier_signal(-1)", "fx.memref_store(X[tid], buf, tid)")
+    assert m.edits[1].line == m.edits[0].line + 1
+    # a statement with no LDS access or sync (here `tid = ...`) is never moved
+    assert not find_mutants("import flydsl.expr as fx\n@fx.kernel\ndef k():\n    t = f()\n    fx.gpu.barrier()\n",
+                            "k.py", ["store-below-barrier"])
+
+
+def test_shift_lds_index_moves_one_element_and_keeps_the_rest():
+    got = {(b, a) for _op, b, a in _sites(_FENCED, "shift-lds-index")}
+    assert got == {("fx.memref_store(X[tid], buf, tid)", "fx.memref_store(X[tid], buf, tid + 1)"),
+                   ("X[tid] = buf[tid ^ 32]", "X[tid] = buf[(tid ^ 32) + 1]")}
+
+
+def test_storage_parameter_is_lds_for_the_operators():
+    src = textwrap.dedent("""\
+        from flydsl.expr import jit, barrier
+
+        @jit
+        def _publish(storage, tid, v):
+            storage.counts[tid] = v
+            barrier()
+            return storage.counts[0]
+        """)
+    got = {(op, b, a) for op, b, a in _sites(src)}
+    assert ("shift-lds-index", "storage.counts[tid] = v", "storage.counts[tid + 1] = v") in got
+    assert ("shift-lds-index", "return storage.counts[0]", "return storage.counts[1]") in got
+    assert ("store-below-barrier", "storage.counts[tid] = v", "barrier()") in got
+
+
+def test_a_value_loaded_from_lds_is_no_buffer():
+    src = KernelSource(textwrap.dedent("""\
+        from flydsl.expr import jit, barrier
+
+        @jit
+        def _merge(storage, i):
+            ring = storage.slots.view(4)
+            valid = storage.valid[i].to(Int32)
+            return ring, valid
+        """), "k.py")
+    names = {ident for _scope, ident in src.lds_slot}
+    assert names == {"storage", "ring"}  # `ring` is a view of the storage; `valid` a value read from it

@@ -80,3 +80,30 @@ def test_classify_marks_output_only_kills_and_raising_survivors():
                       schedule, clean_sync=CLEAN)
     assert raised.status == "survived" and "4 of 4 output-check launches raised" in raised.reason
     assert "possible missed sync bug" in raised.reason
+
+
+def test_a_sync_site_may_go_only_with_all_of_its_function():
+    # the clean kernel builds _digit_ranks (its barrier, line 151, and a scan access through it);
+    # the mutant takes a trace-time branch the other way and builds none of it
+    clean = {"barrier|gpu.barrier|k.py|151": 8, "owner|k.py|151|_digit_ranks": 1, "fn|k.py|_digit_ranks": 16,
+             "fn|k.py|_sort": 40, "barrier|gpu.barrier|k.py|377": 0}
+    other_path = {"barrier|gpu.barrier|k.py|377": 8, "fn|k.py|_sort": 30}
+    assert skeleton_change(clean, other_path) is None
+    # the same barrier gone while its function is still built: a weaker skeleton
+    unsynced = dict(other_path, **{"fn|k.py|_digit_ranks": 8})
+    assert "barrier site (gpu.barrier, k.py:151) is gone" in skeleton_change(clean, unsynced)
+
+
+def test_schedule_dependence_is_per_case():
+    from ldssan.mutate.syncbug import schedule_dependence
+
+    def runs(case, oks):
+        return [{"case": case, "policy": f"p{i}", "ok": ok, "error": ""} for i, ok in enumerate(oks)]
+
+    # one case always wrong, the other always right: the inputs differ, not the schedule
+    assert schedule_dependence(runs("a", [False] * 4) + runs("b", [True] * 4)) is None
+    assert "case a failed on 3/4 launches only" in schedule_dependence(runs("a", [False, False, False, True]))
+    raised = runs("a", [False] * 3) + [{"case": "a", "policy": "p3", "ok": None, "error": "X: y"}]
+    assert "case a failed on 4/4" in schedule_dependence(raised)
+    rec = _rec(fails=4, launches=8)
+    assert sync_bug_reason(rec, CLEAN, dict(CLEAN), runs("a", [False] * 4) + runs("b", [True] * 4)) is None

@@ -11,9 +11,13 @@ device writes one record per lane and granule, the engine one per access).
     python benchmarks/device_diff.py [--quick] [--json out.json]
 
 prints {"cases": n, "records_equal": k, "not_linked": m, "code_objects_elf_amdgpu": c,
-"overhead": {...}, "rows": [...]}; a case the device runtime refuses to link (async/TDM
-copies, dynamic LDS: not in the device runtime yet) is a row with `"status": "not linked"`
-and the named error, counted in `not_linked`, never as equal. Every distinct kernel build
+"overhead": {...}, "rows": [...]}; a case the device runtime refuses to link (asyncmark:
+not in the device runtime yet) is a row with `"status": "not linked"` and the named error,
+counted in `not_linked`, never as equal. Cases: RMSNorm (clean shapes, six planted bugs
+under several schedules), the FP8 GEMM (TDM ring, async scale copies, dynamic LDS; clean
+and its six planted bugs) and MegaMoE (route + persistent grouped GEMM, 4 workgroups
+resident; clean and its four planted bugs). GEMM and MegaMoE shadows live in global
+scratch (their LDS is dynamic). Every distinct kernel build
 that links is also compiled for gfx1250 (compile-only, `ld.lld` from `ldssan.isa`), and
 `overhead` compares the clean RMSNorm's code object metadata plain vs instrumented.
 """
@@ -47,6 +51,7 @@ class Case:
     edits: list = field(default_factory=list)
     policy: str = "round-robin"
     resident: int = 1
+    scratch: bool = False  # the shadow in global scratch even where LDS has room
 
 
 def _line(module, text: str, nth: int = 1) -> int:
@@ -67,11 +72,13 @@ def _rms_call(m: int, n: int, dtype):
     return call
 
 
-def _gemm_call(mod):
-    gen = torch.Generator().manual_seed(3)
-    a = torch.randn(64, 256, generator=gen).to(torch.float8_e4m3fn)
-    b = torch.randn(64, 256, generator=gen).to(torch.float8_e4m3fn)
-    mod.gemm(a, b, waves=4, nb=3)
+def _gemm_call(k: int = 256):
+    def call(mod):
+        gen = torch.Generator().manual_seed(3)
+        a = torch.randn(64, k, generator=gen).to(torch.float8_e4m3fn)
+        b = torch.randn(64, k, generator=gen).to(torch.float8_e4m3fn)
+        mod.gemm(a, b, waves=4, nb=3)
+    return call
 
 
 def _moe_call(mod):
@@ -97,6 +104,34 @@ def rmsnorm_bugs() -> dict[str, list]:
     }
 
 
+def gemm_bugs() -> dict[str, list]:
+    """The GEMM's planted bugs of tests/sanitizer/test_gemm_bugs.py (one line each)."""
+    wait = _line(G, "tdm_ops.tensor_wait(TDM_PER_WAVE * (nb - 2))")  # steady_wait; the barrier follows
+    return {
+        "tensor_wait_deleted": [Edit(wait, None)],
+        "wait_count_plus_one": [Edit(wait, "tdm_ops.tensor_wait(TDM_PER_WAVE * (nb - 2) + 1)")],
+        "kstep_barrier_deleted": [Edit(wait + 1, None)],
+        "prefetch_one_stage_early": [Edit(_line(G, "_issue_stage(kt + nb - 1)"), "_issue_stage(kt + nb)")],
+        "pingpong_slot_swapped": [Edit(_line(G, "_compute(kt % nb)"), "_compute((kt + 1) % nb)")],
+        "epilogue_reuse_barrier_deleted": [Edit(_line(G, "fx.rocdl.s_wait_asynccnt(ASYNC_OUTSTANDING)") + 1, None)],
+    }
+
+
+def mega_moe_bugs() -> dict[str, list]:
+    """MegaMoE's planted bugs of tests/sanitizer/test_mega_moe_bugs.py."""
+    wait, read = "fx.rocdl.s_wait_asynccnt(ASYNC_OUTSTANDING)", "rows = _read_rowmap()"
+    return {
+        "tile_read_barrier_deleted": [Edit(_line(M, "tile = _read_tile()") + 4, None)],
+        "tile_word_in_a_ring_slot": [Edit(_line(M, "tile_word = lds_addr + cfg.tile_word_off"),
+                                          "tile_word = lds_addr")],
+        "count_barrier_deleted": [Edit(_line(M, "fx.gpu.barrier()", 2), None)],
+        "rowmap_read_before_its_wait": [Edit(_line(M, wait), read), Edit(_line(M, read), wait)],
+    }
+
+
+QUICK_GEMM_BUGS = ("wait_count_plus_one", "pingpong_slot_swapped")
+
+
 def cases(quick: bool = False) -> list[Case]:
     out = []
     shapes = [(2, 510, torch.bfloat16), (1, 4096, torch.float32)] if quick else [
@@ -107,9 +142,17 @@ def cases(quick: bool = False) -> list[Case]:
     for name, edits in rmsnorm_bugs().items():
         for pol in policies:
             out.append(Case(f"rmsnorm_{name}", R, _rms_call(2, 512, torch.float32), edits, pol))
+    # the GEMM at 64 x 64 (one workgroup, 4 waves); its bugs at K = 512, the smallest K whose
+    # steady loop runs. --quick keeps the clean GEMM and two bugs (what CI runs)
+    out.append(Case("gemm_clean_fp8_64x64x256", G, _gemm_call(256)))
+    for name, edits in gemm_bugs().items():
+        if not quick or name in QUICK_GEMM_BUGS:
+            out.append(Case(f"gemm_{name}", G, _gemm_call(512), edits))
     if not quick:
-        out.append(Case("gemm_clean_fp8_64x64x256", G, _gemm_call))
-        out.append(Case("mega_moe_clean_8tok", M, _moe_call, resident=4))
+        out.append(Case("gemm_clean_fp8_64x64x512", G, _gemm_call(512)))
+        out.append(Case("mega_moe_clean", M, _moe_call, resident=4))
+        for name, edits in mega_moe_bugs().items():
+            out.append(Case(f"mega_moe_{name}", M, _moe_call, edits, resident=4))
     return out
 
 
@@ -128,14 +171,14 @@ def _keys(violations) -> dict:
 
 def run_case(case: Case) -> dict:
     mod = load_variant(case.module, case.edits, tag=f"dd_{case.name}") if case.edits else case.module
-    row = {"case": case.name, "policy": case.policy}
+    row = {"case": case.name, "policy": case.policy, "shadow": "global scratch" if case.scratch else "auto"}
     t0 = time.perf_counter()
     with hook.sanitize(case.policy, resident=case.resident) as col:
         case.call(mod)
     host = _keys(v for r in col.results for v in r.report.violations)
     t1 = time.perf_counter()
     try:
-        with emulated(case.policy, resident=case.resident) as run:
+        with emulated(case.policy, resident=case.resident, scratch=case.scratch) as run:
             case.call(mod)
     except DeviceLinkError as e:
         row.update(status="not linked", reason=str(e), host=sorted(_fmt(k) for k in host))
@@ -208,8 +251,11 @@ def main(argv=None) -> dict:
         if row["status"] == "not linked":
             continue
         if key not in built:
-            built[key] = code_object(case, device=True)
-            objects += sum(k["elf_amdgpu"] for k in built[key].values())
+            try:
+                built[key] = code_object(case, device=True)
+            except Exception as e:  # reported in the row, not counted: the comparison still stands
+                built[key] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"}
+            objects += sum(k["elf_amdgpu"] for k in built[key].values() if isinstance(k, dict))
         row["code_object"] = built[key]
     base = todo[0]  # the clean RMSNorm: what the instrumentation costs per kernel
     overhead = {"case": base.name, "plain": code_object(base, device=False), "device": rows[0].get("code_object")}

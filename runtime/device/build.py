@@ -5,24 +5,90 @@ with the ldssan sentinel after `convert-fly-to-rocdl` + `canonicalize`: the inst
 pass and the device linker run there, and FlyDSL lowers, assembles and links the result as
 it does any kernel (the caller supplies the linker environment and collects the code
 object, e.g. with `ldssan.isa.capture.capture_builds`). Not for running: the record
-buffer's address is bound only by `emulated()` (on hardware it is to be a module global set
-at load time, not done yet), so these builds write records through address 0.
+buffer's address is bound only by `emulated()` and `hardware.on_device()`; these builds
+write records through address 0 (DESIGN.md, "Hardware": a module global is the fix).
+
+Cache keys: the sentinel carries `device=<digest of this package>,ctx=<ring address>`, so a
+device build never shares a FlyDSL cache entry with a plain build (no sentinel), a
+sanitized host run (no `device=`), or a device build bound to another buffer.
 """
 
 from __future__ import annotations
 
+import json
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
-from .emulated import _device_pass, source_digest
+from .emulated import _LINK_FAILURES, _device_pass, source_digest
 
 UNBOUND = 0  # the record buffer address of a compile-only build
 
 
+@dataclass(frozen=True)
+class Linked:
+    """What the device pass produced for one build: the site table (to decode its records)
+    and the shadow layout of each gpu.module (`layout.ShadowLayout.to_dict`)."""
+
+    sites_json: str
+    layouts: dict
+
+
+@dataclass
+class Session:
+    """One `building()` / `on_device()` block: the link of every build it compiled, in order."""
+
+    config: object
+    linked: list[Linked] = field(default_factory=list)
+    # refuse a shadow in global scratch: its slots are bound per launch by a host launcher,
+    # which FlyDSL's own launch path (hardware.on_device) does not have yet
+    lds_only: bool = False
+
+
+_ACTIVE: list[Session] = []  # innermost last
+
+
+def _recording_pass(op, pass_=None) -> None:
+    _device_pass(op, pass_)
+    if _ACTIVE:
+        attrs = op.attributes
+        linked = Linked(attrs["ldssan.sites"].value, json.loads(attrs["ldssan.device"].value))
+        _ACTIVE[-1].linked.append(linked)
+        scratch = sorted(name for name, lay in linked.layouts.items() if lay.get("where") != "lds")
+        if _ACTIVE[-1].lds_only and scratch:
+            from .link import DeviceLinkError
+
+            err = DeviceLinkError(f"ldssan device runtime: {', '.join(scratch)}: the shadow is in global scratch, "
+                                  "whose per-launch slots a gfx1250 launch cannot bind yet (hardware.py)")
+            _LINK_FAILURES.append(err)
+            raise err
+
+
+@contextmanager
+def device_session(ring_addr: int, extra_options: str = "", *, lds_only: bool = False):
+    """FlyDSL builds inside the block are instrumented and linked with the record buffer at
+    `ring_addr`. A link refusal reaches the caller as `DeviceLinkError` (FlyDSL wraps a pass
+    failure in its own error type)."""
+    from ..emu import frontend
+    from .link import DeviceLinkError
+
+    frontend.register_pass("dev", _recording_pass)
+    opts = f"device={source_digest()},ctx={ring_addr:x}" + (f",{extra_options}" if extra_options else "")
+    session = Session(frontend.EmuConfig(sanitize=True, pass_options=opts), lds_only=lds_only)
+    _LINK_FAILURES.clear()
+    _ACTIVE.append(session)
+    try:
+        with frontend.active(session.config):
+            yield session
+    except Exception as exc:
+        if _LINK_FAILURES and not isinstance(exc, DeviceLinkError):
+            raise _LINK_FAILURES.pop() from exc
+        raise
+    finally:
+        _ACTIVE.remove(session)
+
+
 @contextmanager
 def building():
-    from ..emu import frontend
-
-    frontend.register_pass("dev", _device_pass)
-    cfg = frontend.EmuConfig(sanitize=True, pass_options=f"device={source_digest()},ctx={UNBOUND:x}")
-    with frontend.active(cfg):
-        yield cfg
+    """Compile-only device builds (address 0: not runnable). Yields the `Session`."""
+    with device_session(UNBOUND) as session:
+        yield session

@@ -17,6 +17,7 @@ class Body:
         self.lines: list[str] = []
         self._n = 0
         self._depth = 1
+        self.scratch: str | None = None  # the slot's !llvm.ptr<1> when the shadow is in global scratch
 
     # -- plumbing
     def emit(self, text: str) -> None:
@@ -98,18 +99,36 @@ class Body:
             self._depth -= 1
             self.emit("}")
 
-    # -- shadow words (LDS)
+    # -- shadow words (LDS, or the workgroup's global scratch slot)
+    @property
+    def _sp(self) -> str:
+        return "!llvm.ptr<1>" if self.scratch else "!llvm.ptr<3>"
+
     def shadow_ptr(self, word: str) -> str:
-        base = self.let(f"llvm.mlir.addressof @{SHADOW} : !llvm.ptr<3>")
-        return self.let(f"llvm.getelementptr {base}[{word}] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i32")
+        base = self.scratch or self.let(f"llvm.mlir.addressof @{SHADOW} : !llvm.ptr<3>")
+        return self.let(f"llvm.getelementptr {base}[{word}] : ({self._sp}, i32) -> {self._sp}, i32")
 
     def ld(self, word: str) -> str:
-        return self.let(f"llvm.load {self.shadow_ptr(word)} : !llvm.ptr<3> -> i32")
+        if self.scratch:
+            return self.let(f"llvm.load {self.shadow_ptr(word)} atomic monotonic {{alignment = 4 : i64}} "
+                            ": !llvm.ptr<1> -> i32")
+        return self.let(f"llvm.load {self.shadow_ptr(word)} : {self._sp} -> i32")
 
     def st(self, word: str, value: str) -> None:
+        if self.scratch:
+            # global scratch: an atomic (monotonic) store -- seen by other waves at once, and
+            # not a read-modify-write, which the virtual gfx1250 makes a scheduling point
+            # (every shadow word would then be a place for other waves to interleave)
+            self.emit(f"llvm.store {value}, {self.shadow_ptr(word)} atomic monotonic {{alignment = 4 : i64}} "
+                      ": i32, !llvm.ptr<1>")
+            return
         # an atomic swap, not a store: a plain ds store becomes visible to other waves only
         # when it completes (dscnt), an atomic at once -- on gfx1250 and on its emulator
-        self.let(f"llvm.atomicrmw xchg {self.shadow_ptr(word)}, {value} monotonic : !llvm.ptr<3>, i32")
+        self.let(f"llvm.atomicrmw xchg {self.shadow_ptr(word)}, {value} monotonic : {self._sp}, i32")
+
+    def gld(self, addr64: str, ty: str = "i32") -> str:
+        """A load from global memory at an i64 address."""
+        return self.let(f"llvm.load {self.global_ptr(addr64)} : !llvm.ptr<1> -> {ty}")
 
     def word(self, *parts) -> str:
         """Sum of word offsets: ints are folded, names added."""

@@ -20,26 +20,46 @@ from ..records import Record, RecordFormatError, Ring, Rule
 from . import layout as L
 
 DEFAULT_CAPACITY = 16384  # records the buffer holds (512 KiB)
+# The emulator's runaway guard (CPU seconds per scheduler run), raised inside `emulated()`:
+# the linked kernel does the shadow's work as kernel code, ~10-50x the plain kernel's ops.
+DEVICE_TIME_LIMIT = 300.0
 
 
 class RecordBuffer:
     """The process's device record buffer: a CPU tensor the kernel reaches by its address
     (baked into the linked IR, and into the build's cache key). Kept for the process's
-    lifetime, so an address in a cached build never dangles."""
+    lifetime, so an address in a cached build never dangles. The launch descriptor
+    (layout.DESC: where the global-scratch shadows are, the grid, the kernel's LDS) sits
+    just before the ring, in the same allocation."""
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY):
         import torch
 
         self.capacity = capacity
-        self.tensor = torch.zeros(L.RECORDS_AT + capacity * 32, dtype=torch.uint8)
+        self.whole = torch.zeros(L.DESC_BYTES + L.RECORDS_AT + capacity * 32, dtype=torch.uint8)
+        self.tensor = self.whole[L.DESC_BYTES:]  # the ring
         self.addr = self.tensor.data_ptr()
         self.launch = 0
+        self.slots = None  # the global-scratch shadows of the current launch (a CPU tensor)
+
+    def bind_scratch(self, lay: L.ShadowLayout, grid, lds_bytes: int) -> None:
+        """Before a launch whose shadow is in global scratch: one zeroed slot per workgroup
+        of the grid, sized for the launch's LDS (static + dynamic), and the descriptor."""
+        import torch
+
+        gx, gy, gz = (int(g) for g in grid)
+        words = lay.words_for(lds_bytes)
+        n = gx * gy * gz
+        if self.slots is None or self.slots.numel() < n * words:
+            self.slots = torch.zeros(n * words, dtype=torch.int32)
+        desc = L.DESC.pack(self.slots.data_ptr(), gx, gy, lds_bytes, words, n)
+        self.whole[: L.DESC_BYTES].numpy()[:] = np.frombuffer(desc, np.uint8)
 
     def reset(self, capacity: int | None = None) -> None:
         cap = self.capacity if capacity is None else capacity
         if not 0 < cap <= self.capacity:
             raise ValueError(f"ldssan device runtime: capacity {cap} outside 1..{self.capacity}")
-        self.tensor.zero_()
+        self.whole.zero_()
         self._header(cap, 0, 0)
 
     def next_launch(self) -> int:
@@ -149,7 +169,7 @@ def _device_pass(op, pass_=None) -> None:
         raise RuntimeError("ldssan device runtime: linked outside `emulated()` (no record buffer address)")
     instrument_pass(op, pass_)
     try:
-        link(op, int(opts["ctx"], 16))
+        link(op, int(opts["ctx"], 16), scratch=opts.get("scratch") == "1")
     except DeviceLinkError as e:
         _LINK_FAILURES.append(e)  # FlyDSL re-raises a pass failure as its own error type
         raise
@@ -158,10 +178,44 @@ def _device_pass(op, pass_=None) -> None:
 _LINK_FAILURES: list = []
 
 
+class _Launches:
+    """What the emulator's launcher sees as its sanitizer: no engine (the kernel checks
+    itself) -- it only does the host launcher's part for each launch: bind the
+    global-scratch shadows (grid and LDS size are known there) and let an out-of-range LDS
+    access read as the hardware's (zeros), since the kernel reports it as LDS031."""
+
+    def __init__(self, buf: RecordBuffer, view):
+        import json
+
+        layouts = json.loads(view.attrs.get("ldssan.device", "{}"))
+        lays = [L.ShadowLayout(d["waves"], d["sites"], d["lds_bytes"], d["copies"], d["where"] != "lds")
+                for d in layouts.values()]
+        self.buf = buf
+        self.lay = lays[0] if len(lays) == 1 and lays[0].scratch else None
+
+    def begin_batch(self, prog, waves, chunk, grid, lds_bytes):
+        if self.lay is not None:
+            self.buf.bind_scratch(self.lay, grid, lds_bytes)
+        for ctx in waves:
+            ctx.lds_oob_ok = True
+        return _no_end
+
+    def end_batch(self) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+
+def _no_end(ctx) -> None:
+    """The wave's end is the kernel's own (`__ldssan_end`, before gpu.return)."""
+
+
 @contextmanager
-def emulated(policy="round-robin", *, capacity: int | None = None, resident: int = 1):
+def emulated(policy="round-robin", *, capacity: int | None = None, resident: int = 1, scratch: bool = False):
     """FlyDSL launches inside the block run instrumented, with the device runtime linked
-    in, on the virtual gfx1250. Yields a `DeviceRun`; read `run.records()` after."""
+    in, on the virtual gfx1250. Yields a `DeviceRun`; read `run.records()` after.
+    `scratch` puts every shadow in global scratch (else only where LDS has no room)."""
     from ..emu import frontend
     from ..emu.sched import Policy
 
@@ -174,17 +228,22 @@ def emulated(policy="round-robin", *, capacity: int | None = None, resident: int
         # no engine -- the kernel checks itself
         run.launches.append((buf.next_launch(), sites_json))
         run.starts.append(len(cfg.launches))
-        return None
+        return _Launches(buf, view)
 
     frontend.register_pass("dev", _device_pass)
     cfg = frontend.EmuConfig(policy=Policy.parse(policy) if isinstance(policy, str) else policy, sanitize=True,
                              resident=resident,
-                             pass_options=f"device={source_digest()},ctx={buf.addr:x}",
+                             pass_options=f"device={source_digest()},ctx={buf.addr:x}"
+                                          + (",scratch=1" if scratch else ""),
                              sanitizer_factory=on_launch)
     run.config = cfg
     from .link import DeviceLinkError
 
+    from ..emu import launch
+
     _LINK_FAILURES.clear()
+    limit = launch.TIME_LIMIT
+    launch.TIME_LIMIT = max(limit, DEVICE_TIME_LIMIT)
     with frontend.active(cfg):
         try:
             yield run
@@ -193,3 +252,5 @@ def emulated(policy="round-robin", *, capacity: int | None = None, resident: int
             if _LINK_FAILURES and not isinstance(exc, DeviceLinkError):
                 raise _LINK_FAILURES.pop() from exc
             raise
+        finally:
+            launch.TIME_LIMIT = limit

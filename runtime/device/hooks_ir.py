@@ -16,6 +16,8 @@ from ldssan.passes.abi import ORDERINGS, SCOPES, BarrierForm, Counter, DsKind, f
 from ..records import NO_LANE, NO_SITE, NO_WAVE, Cause, Rule
 from . import layout as L
 from .emitter import SHADOW, Body
+from .hooks_copies import CopyHooks
+from .naming_ir import Naming
 
 # Which (ordering, scope) pairs drain, as two bit masks (abi.fence_drains is the one
 # decision; it is separable into an ordering test and a scope test, checked here).
@@ -31,7 +33,7 @@ SIGNALS = (BarrierForm.FENCED_ARRIVE, BarrierForm.SIGNAL, BarrierForm.BARE_ARRIV
 WAITS = (BarrierForm.FENCED_DONE, BarrierForm.WAIT, BarrierForm.BARE_DONE)
 
 
-class Hooks:
+class Hooks(CopyHooks, Naming):
     """Writes the hook definitions for one shadow layout and one record buffer address."""
 
     def __init__(self, lay: L.ShadowLayout, ring_addr: int, block: tuple[int, int, int] | None = None):
@@ -40,35 +42,75 @@ class Hooks:
         self.block = block  # the kernels' known block size: constants, no dispatch-packet reads
 
     # ------------------------------------------------------------------ shared pieces
-    def _who(self, b: Body) -> dict:
-        """Wave, lane, workgroup and the wave's state base of the executing lane."""
+    def _ids(self, b: Body) -> dict:
         ids = {}
         for i, d in enumerate("xyz"):
             ids["t" + d] = b.index_i32(b.let(f"gpu.thread_id {d}"))
             ids["b" + d] = b.index_i32(b.let(f"gpu.block_dim {d}")) if self.block is None else b.c(self.block[i])
             ids["g" + d] = b.index_i32(b.let(f"gpu.block_id {d}"))
+        return ids
+
+    def _desc(self, b: Body, field: int, ty: str = "i32") -> str:
+        """A field of the launch descriptor (layout.DESC), just before the ring."""
+        return b.gld(b.c(self.ring_addr - L.DESC_BYTES + field, "i64"), ty)
+
+    def _bind_scratch(self, b: Body, ids: dict) -> None:
+        """Global placement: the shadow is this workgroup's slot, at its linear id (the
+        grid comes from the launch descriptor: no ROCm device library call)."""
+        if not self.lay.scratch:
+            return
+        gx, gy = self._desc(b, L.D_GRID_X), self._desc(b, L.D_GRID_Y)
+        linear = b.add(ids["gx"], b.mul(gx, b.add(ids["gy"], b.mul(gy, ids["gz"]))))
+        stride = b.mul(b.let(f"arith.extui {self._desc(b, L.D_SLOT_WORDS)} : i32 to i64"), b.c(4, "i64"), "i64")
+        at = b.add(self._desc(b, L.D_SLOTS, "i64"),
+                   b.mul(b.let(f"arith.extui {linear} : i32 to i64"), stride, "i64"), "i64")
+        b.scratch = b.global_ptr(at)
+
+    def _who(self, b: Body) -> dict:
+        """Wave, lane, workgroup, the wave's state base and B of the executing lane."""
+        ids = self._ids(b)
+        self._bind_scratch(b, ids)
         tid = b.add(ids["tx"], b.mul(b.add(ids["ty"], b.mul(ids["tz"], ids["by"])), ids["bx"]))
         # the block id packed (layout.WG_*); the host linearizes it with the launch's grid
-        # (the grid size would need ROCm's device libraries on gfx1250: __ockl_get_num_groups)
         wg = b.or_(b.or_(ids["gx"], b.shl(ids["gy"], b.c(L.WG_Y_SHIFT))), b.shl(ids["gz"], b.c(L.WG_Z_SHIFT)))
         wave = b.shr(tid, b.c(5))
         lane = b.and_(tid, b.c(31))
-        return {"wave": wave, "lane": lane, "wg": wg, "ws": b.mul(wave, b.c(L.WAVE_WORDS))}
+        lds = self._desc(b, L.D_LDS) if self.lay.scratch else b.c(self.lay.lds_bytes)
+        return {"wave": wave, "lane": lane, "wg": wg, "ws": b.mul(wave, b.c(self.lay.wave_words)), "lds": lds}
 
     def _wave_word(self, b: Body, wave: str, field: int | str) -> str:
-        return b.word(b.mul(wave, b.c(L.WAVE_WORDS)), field)
+        return b.word(b.mul(wave, b.c(self.lay.wave_words)), field)
 
     def _leader(self, b: Body, me: dict) -> str:
         first = b.let(f"rocdl.readfirstlane {me['lane']} : i32")
         return b.cmp("eq", me["lane"], first)
 
     def _record(self, b: Body, me: dict, rule: int | str, cause: int | str, site: str, other: str,
-                offset: str, wave: str, other_wave: str, lane: str, other_lane: str) -> None:
+                offset: str, wave: str, other_wave: str, lane: str, other_lane: str, extra: int | str = 0,
+                event: dict | None = None, pending: tuple | None = None) -> None:
         """Append one 32-byte record: an atomic cursor on the header's `written`; past the
-        capacity only `dropped` is counted (runtime/records.py's Ring contract)."""
+        capacity only `dropped` is counted (runtime/records.py's Ring contract). With the
+        access `event` (modules with copies), a record equal in key to one this wave already
+        wrote for that access is not written again (layout.DEDUP)."""
         def val(x):
             return b.c(x) if isinstance(x, int) else x
 
+        fields = [val(x) for x in (rule, cause, site, other, offset, wave, other_wave, lane, other_lane, extra)]
+        if event is None or not self.lay.copies:
+            self._write_record(b, me, fields, pending)
+            return
+        key = [b.or_(b.or_(val(rule), b.shl(val(cause), b.c(8))), b.shl(other_wave, b.c(16))), site, other,
+               b.or_(event["seq"], b.shl(event["ctr"], b.c(28)))]
+        h = b.and_(b.add(b.add(key[0], site), b.mul(other, b.c(7))), b.c(L.DEDUP - 1))
+        slot = b.word(me["ws"], L.DEDUP_AT, b.mul(h, b.c(4)))
+        hit = b.all_(*(b.cmp("eq", b.ld(b.word(slot, i)), k) for i, k in enumerate(key)))
+        with b.if_(b.not_(hit)):
+            for i, k in enumerate(key):
+                b.st(b.word(slot, i), k)
+            self._write_record(b, me, fields, pending)
+
+    def _write_record(self, b: Body, me: dict, fields: list, pending: tuple | None = None) -> None:
+        rule, cause, site, other, offset, wave, other_wave, lane, other_lane, extra = fields
         base = b.c(self.ring_addr, "i64")
         written = b.global_ptr(b.add(base, b.c(L.WRITTEN_AT, "i64"), "i64"))
         at = b.let(f"llvm.atomicrmw add {written}, {b.c(1, 'i64')} monotonic : !llvm.ptr<1>, i64")
@@ -76,18 +118,19 @@ class Hooks:
         fits = b.cmp("ult", at, cap, "i64")
         with b.if_(fits):
             rec = b.add(base, b.add(b.c(L.RECORDS_AT, "i64"), b.mul(at, b.c(32, "i64"), "i64"), "i64"), "i64")
-            launch = b.let(f"llvm.load {b.global_ptr(b.add(base, b.c(L.LAUNCH_AT, 'i64'), 'i64'))} "
-                           ": !llvm.ptr<1> -> i32")
+            launch = b.gld(b.add(base, b.c(L.LAUNCH_AT, "i64"), "i64"))
             words = [
-                b.or_(val(rule), b.shl(val(cause), b.c(16))),
+                b.or_(rule, b.shl(cause, b.c(16))),
                 site, other, offset,
                 b.or_(wave, b.shl(other_wave, b.c(16))),
-                b.or_(lane, b.shl(other_lane, b.c(8))),  # extra = 0: LDS011 is not on the device yet
+                b.or_(b.or_(lane, b.shl(other_lane, b.c(8))), b.shl(extra, b.c(16))),
                 me["wg"], launch,
             ]
             for i, w in enumerate(words):
                 p = b.global_ptr(b.add(rec, b.c(4 * i, "i64"), "i64"))
                 b.emit(f"llvm.store {w}, {p} : i32, !llvm.ptr<1>")
+            if pending is not None:
+                self._defer(b, pending, b.let(f"arith.trunci {at} : i64 to i32"), rule)
         with b.if_(b.not_(fits)):
             dropped = b.global_ptr(b.add(base, b.c(L.DROPPED_AT, "i64"), "i64"))
             b.let(f"llvm.atomicrmw add {dropped}, {b.c(1, 'i64')} monotonic : !llvm.ptr<1>, i64")
@@ -112,66 +155,52 @@ class Hooks:
         b.st(b.word(ws, L.LASTWAIT), b.ld(b.word(ws, L.SEQ)))
 
     # ------------------------------------------------------------------ happens-before
-    def _published(self, b: Body, wave: str, seq: str, nwait: str) -> str:
-        """i1: ds op `seq` of `wave` happens before an access of a wave that returned from
-        `nwait` barrier phases: it was complete at that wave's signal of phase
+    def _ctr_word(self, b: Body, ctr: str, ds_field: int, c_field: int, extra: str | int = 0) -> str:
+        """Offset in a wave block of a per-counter field: the ds word for counter 0, the
+        copy counter's block otherwise (ctr clamped so a ds entry never reads outside)."""
+        if not self.lay.copies:
+            return b.word(ds_field, extra)
+        j = b.sub(b.umax(ctr, b.c(1)), b.c(1))
+        copy = b.word(b.mul(j, b.c(L.CTR_WORDS)), L.WAVE_WORDS + c_field, extra)
+        return b.select(b.cmp("eq", ctr, b.c(0)), b.word(ds_field, extra), copy)
+
+    def _published(self, b: Body, wave: str, seq: str, ctr: str, nwait: str) -> str:
+        """i1: op `seq` on counter `ctr` of `wave` happens before an access of a wave that
+        returned from `nwait` barrier phases: it was complete at that wave's signal of phase
         min(nwait, nsig) - 1 (acc[k] of MODEL.md §1-2: monotone, so the last one counts)."""
         nsig = b.ld(self._wave_word(b, wave, L.NSIG))
         k = b.umin(nwait, nsig)
         slot = b.and_(b.sub(k, b.c(1)), b.c(L.PHASE_SLOTS - 1))
-        at_sig = b.ld(self._wave_word(b, wave, b.add(slot, b.c(L.SIG_DONE))))
+        at_sig = b.ld(self._wave_word(b, wave, self._ctr_word(b, ctr, L.SIG_DONE, L.C_SIG_DONE, slot)))
         return b.all_(b.cmp("ugt", k, b.c(0)), b.cmp("uge", at_sig, seq))
+
+    def _ordered(self, b: Body, me: dict, p: dict, a: dict, nwait: str) -> str:
+        """MODEL.md §2: one wave's ds ops are in order; a copy on either side of one wave is
+        ordered by the wave's wait on the entry's counter; other waves by a barrier."""
+        same = b.cmp("eq", p["wave"], a["wave"])
+        other = self._published(b, p["wave"], p["seq"], p["ctr"], nwait)
+        if not self.lay.copies:
+            return b.any_(same, other)
+        both_ds = b.all_(b.cmp("eq", p["ctr"], b.c(0)), b.cmp("eq", a["ctr"], b.c(0)))
+        done = b.ld(b.word(me["ws"], self._ctr_word(b, p["ctr"], L.DONE, L.C_DONE)))
+        own = b.any_(both_ds, b.cmp("uge", done, p["seq"]))
+        return b.select(same, own, other, "i1")
 
     def _entry(self, b: Body, slot: str) -> dict:
         who = b.ld(b.word(slot, L.E_WHO))
         return {"site1": b.ld(b.word(slot, L.E_SITE)), "seq": b.ld(b.word(slot, L.E_SEQ)),
                 "seg": b.ld(b.word(slot, L.E_SEG)), "wave": b.and_(who, b.c(0xFF)),
-                "lane": b.and_(b.shr(who, b.c(8)), b.c(0xFF)), "kind": b.shr(who, b.c(16))}
-
-    def _pair(self, b: Body, me: dict, p: dict, a: dict, byte: str) -> None:
-        """Name a conflicting pair (MODEL.md §6) and record it: `p` the shadow entry, `a`
-        the access being executed. First/second is canonical: lower half-phase first; in
-        one half-phase the write first, between two writes the lower wave."""
-        read = b.c(DsKind.READ)
-        p_w, a_w = b.cmp("ne", p["kind"], read), b.cmp("ne", a["kind"], read)
-        same_seg = b.cmp("eq", p["seg"], a["seg"])
-        tie = b.any_(b.all_(p_w, b.not_(a_w)), b.all_(b.cmp("eq", p_w, a_w, "i1"),
-                                                       b.cmp("ult", p["wave"], a["wave"])))
-        p_first = b.any_(b.cmp("ult", p["seg"], a["seg"]), b.all_(same_seg, tie))
-        f = {k: b.select(p_first, p[k], a[k]) for k in ("site1", "seq", "seg", "wave", "lane")}
-        s = {k: b.select(p_first, a[k], p[k]) for k in ("site1", "seg", "wave", "lane")}
-        f_w = b.select(p_first, p_w, a_w, "i1")
-        s_w = b.select(p_first, a_w, p_w, "i1")
-        rule = b.select(f_w, b.select(s_w, b.c(Rule.WAW), b.c(Rule.RAW_UNPUBLISHED)), b.c(Rule.WAR_REUSE))
-        # cause (MODEL.md §6, different waves); k = the last phase the second acquired
-        a_f, a_s = b.shr(f["seg"], b.c(1)), b.shr(s["seg"], b.c(1))
-        k = b.sub(a_s, b.c(1))
-        window = b.cmp("ne", b.and_(b.or_(f["seg"], s["seg"]), b.c(1)), b.c(0))
-        same_phase = b.select(window, b.c(Cause.SIGNAL_WAIT_WINDOW), b.c(Cause.NO_BARRIER))
-        f_nsig = b.ld(self._wave_word(b, f["wave"], L.NSIG))
-        exited = b.cmp("ule", f_nsig, k)  # 2. it never signalled phase k: it ended
-        after_last = b.cmp("uge", f["seg"], b.sub(b.shl(f_nsig, b.c(1)), b.c(1)))
-        j = b.select(exited, b.sub(f_nsig, b.c(1)), k)
-        lw = b.ld(self._wave_word(b, f["wave"], b.add(b.and_(j, b.c(L.PHASE_SLOTS - 1)), b.c(L.SIG_LASTWAIT))))
-        waited = b.cmp("uge", lw, f["seq"])  # 4. a dscnt wait / fence ran after it, before the signal
-        unpublished = b.select(f_w, b.select(waited, b.c(Cause.UNPUBLISHED_DS_STORE), b.c(Cause.BARE_BARRIER)),
-                               b.c(Cause.UNPUBLISHED_READ))
-        in_window = b.cmp("uge", f["seg"], b.add(b.shl(k, b.c(1)), b.c(1)))  # 3.
-        later = b.select(b.all_(exited, after_last), b.c(Cause.NO_BARRIER),
-                         b.select(b.all_(b.not_(exited), in_window), b.c(Cause.SIGNAL_WAIT_WINDOW), unpublished))
-        cause = b.select(b.cmp("eq", a_f, a_s), same_phase, later)
-        self._record(b, me, rule, cause, b.sub(s["site1"], b.c(1)), b.sub(f["site1"], b.c(1)), byte,
-                     s["wave"], f["wave"], s["lane"], f["lane"])
+                "lane": b.and_(b.shr(who, b.c(8)), b.c(0xFF)), "kind": b.and_(b.shr(who, b.c(L.WHO_OP)), b.c(0xF)),
+                "ctr": b.shr(who, b.c(L.WHO_CTR))}
 
     def _check(self, b: Body, me: dict, p: dict, slot: str, a: dict, nwait: str, byte: str, *,
                clear: bool) -> None:
         """Check entry `p` (loaded from `slot`) against access `a`; with `clear`, an entry
         that happens before `a` is dropped (a write supersedes it, MODEL.md §4.4)."""
         atomic = b.c(DsKind.ATOMIC)
-        live = b.all_(b.cmp("ne", p["site1"], b.c(0)), b.cmp("ne", p["wave"], a["wave"]))
-        with b.if_(live):
+        with b.if_(b.cmp("ne", p["site1"], b.c(0))):
             both_atomic = b.all_(b.cmp("eq", p["kind"], atomic), b.cmp("eq", a["kind"], atomic))
-            ordered = self._published(b, p["wave"], p["seq"], nwait)
+            ordered = self._ordered(b, me, p, a, nwait)
             with b.if_(b.all_(b.not_(ordered), b.not_(both_atomic))):
                 self._pair(b, me, p, a, byte)
             if clear:
@@ -182,7 +211,59 @@ class Hooks:
         b.st(b.word(slot, L.E_SITE), a["site1"])
         b.st(b.word(slot, L.E_SEQ), a["seq"])
         b.st(b.word(slot, L.E_SEG), a["seg"])
-        b.st(b.word(slot, L.E_WHO), b.or_(b.or_(a["wave"], b.shl(a["lane"], b.c(8))), b.shl(a["kind"], b.c(16))))
+        who = b.or_(b.or_(a["wave"], b.shl(a["lane"], b.c(8))), b.shl(a["kind"], b.c(L.WHO_OP)))
+        b.st(b.word(slot, L.E_WHO), b.or_(who, b.shl(a["ctr"], b.c(L.WHO_CTR))))
+
+    # ------------------------------------------------------------------ one access
+    def _offset(self, b: Body, ptr: str, nbytes: str) -> tuple[str, str]:
+        """(kernel LDS offset, i1 the bytes touch the shadow). LLVM's LDS lowering may place
+        an LDS shadow before the kernel's globals (the virtual gfx1250 puts it after them),
+        so its bytes are squeezed out; touching them is out of bounds."""
+        raw = b.let(f"llvm.ptrtoint {ptr} : !llvm.ptr<3> to i32")
+        if self.lay.scratch:
+            return raw, b.c(0, "i1")
+        sh = b.let(f"llvm.ptrtoint {b.let(f'llvm.mlir.addressof @{SHADOW} : !llvm.ptr<3>')} : !llvm.ptr<3> to i32")
+        sh_end = b.add(sh, b.c(self.lay.bytes))
+        off = b.select(b.cmp("uge", raw, sh_end), b.sub(raw, b.c(self.lay.bytes)), raw)
+        return off, b.all_(b.cmp("ugt", b.add(raw, nbytes), sh), b.cmp("ult", raw, sh_end))
+
+    def _access(self, b: Body, me: dict, a: dict, off: str, nbytes: str, on_shadow: str, nwait: str) -> None:
+        """MODEL.md §4 for the bytes [off, off + nbytes) of one lane, applied at once."""
+        end = b.add(off, nbytes)
+        oob = b.any_(on_shadow, b.cmp("ugt", end, me["lds"]), b.cmp("ult", end, off))
+        with b.if_(oob):  # §4.1: LDS031, the shadow untouched
+            self._record(b, me, Rule.OOB, Cause.NONE, b.sub(a["site1"], b.c(1)), b.c(NO_SITE), off, me["wave"],
+                         b.c(NO_WAVE), a["lane"], b.c(NO_LANE), event=a)
+        with b.if_(b.all_(b.not_(oob), b.cmp("ugt", nbytes, b.c(0)))):
+            g0 = b.shr(off, b.c(2))
+            g1 = b.add(b.shr(b.sub(end, b.c(1)), b.c(2)), b.c(1))
+            with b.for_(g0, g1) as g:
+                self._granule(b, me, a, g, b.umax(off, b.shl(g, b.c(2))), nwait)
+
+    def _granule(self, b: Body, me: dict, a: dict, g: str, byte: str, nwait: str) -> None:
+        """Publish `a` in granule g's shadow row, then check the row's other entries."""
+        lay = self.lay
+        row = b.mul(g, b.c(lay.slots_per_granule * L.ENTRY_WORDS))
+        wslot = b.word(row, lay.granule_base)
+        is_read = b.cmp("eq", a["kind"], b.c(DsKind.READ))
+        # Publish this access's entry before looking at the others': two waves racing
+        # through these lines then see at least one of each other (a record write is a
+        # yield point of the virtual gfx1250, and a real one interleaves).
+        prev = self._entry(b, wslot)
+        with b.if_(is_read):
+            self._put(b, b.word(wslot, b.mul(b.add(me["wave"], b.c(1)), b.c(L.ENTRY_WORDS))), a)
+        with b.if_(b.not_(is_read)):
+            self._put(b, wslot, a)
+        written = b.cmp("ne", prev["site1"], b.c(0))
+        with b.if_(b.all_(b.not_(written), b.cmp("ne", a["kind"], b.c(DsKind.WRITE)))):
+            # §4.3: LDS030 (atomics read too); retracted on the host if a write raced it
+            self._record(b, me, Rule.UNINIT_READ, Cause.NONE, b.sub(a["site1"], b.c(1)), b.c(NO_SITE), byte,
+                         me["wave"], b.c(NO_WAVE), a["lane"], b.c(NO_LANE), event=a)
+        self._check(b, me, prev, wslot, a, nwait, byte, clear=False)
+        with b.if_(b.not_(is_read)):  # §4.4: a write checks every wave's read slot
+            with b.for_(b.c(0), b.c(lay.waves)) as v:
+                rslot = b.word(wslot, b.mul(b.add(v, b.c(1)), b.c(L.ENTRY_WORDS)))
+                self._check(b, me, self._entry(b, rslot), rslot, a, nwait, byte, clear=True)
 
     # ------------------------------------------------------------------ the hooks
     def ds(self) -> str:
@@ -195,46 +276,9 @@ class Hooks:
         b.st(b.word(b.mul(me["wave"], b.c(lay.sites)), "%site", lay.use_base), seq)
         _nsig, nwait, seg = self._seg(b, ws)
         a = {"site1": b.add("%site", b.c(1)), "seq": seq, "seg": seg, "wave": me["wave"],
-             "lane": me["lane"], "kind": "%kind"}
-        # The kernel's offset of the access: LLVM's LDS lowering may place the shadow before
-        # the kernel's globals (the virtual gfx1250 puts it after them), so its bytes are
-        # squeezed out; touching them is out of bounds.
-        raw = b.let("llvm.ptrtoint %ptr : !llvm.ptr<3> to i32")
-        sh = b.let(f"llvm.ptrtoint {b.let(f'llvm.mlir.addressof @{SHADOW} : !llvm.ptr<3>')} : !llvm.ptr<3> to i32")
-        sh_end = b.add(sh, b.c(lay.bytes))
-        off = b.select(b.cmp("uge", raw, sh_end), b.sub(raw, b.c(lay.bytes)), raw)
-        end = b.add(off, "%nbytes")
-        on_shadow = b.all_(b.cmp("ugt", b.add(raw, "%nbytes"), sh), b.cmp("ult", raw, sh_end))
-        oob = b.any_(on_shadow, b.cmp("ugt", end, b.c(lay.lds_bytes)), b.cmp("ult", end, off))
-        with b.if_(oob):  # §4.1: LDS031, the shadow untouched
-            self._record(b, me, Rule.OOB, Cause.NONE, "%site", b.c(NO_SITE), off, me["wave"], b.c(NO_WAVE),
-                         me["lane"], b.c(NO_LANE))
-        with b.if_(b.all_(b.not_(oob), b.cmp("ugt", "%nbytes", b.c(0)))):
-            g0 = b.shr(off, b.c(2))
-            g1 = b.add(b.shr(b.sub(end, b.c(1)), b.c(2)), b.c(1))
-            is_read = b.cmp("eq", "%kind", b.c(DsKind.READ))
-            with b.for_(g0, g1) as g:
-                byte = b.umax(off, b.shl(g, b.c(2)))
-                row = b.mul(g, b.c(lay.slots_per_granule * L.ENTRY_WORDS))
-                wslot = b.word(row, lay.granule_base)
-                # Publish this access's entry before looking at the others': two waves
-                # racing through these lines then see at least one of each other (a record
-                # write is a yield point of the virtual gfx1250, and a real one interleaves).
-                prev = self._entry(b, wslot)
-                with b.if_(is_read):
-                    self._put(b, b.word(wslot, b.mul(b.add(me["wave"], b.c(1)), b.c(L.ENTRY_WORDS))), a)
-                with b.if_(b.not_(is_read)):
-                    self._put(b, wslot, a)
-                written = b.cmp("ne", prev["site1"], b.c(0))
-                with b.if_(b.all_(b.not_(written), b.cmp("ne", "%kind", b.c(DsKind.WRITE)))):
-                    # §4.3: LDS030 (atomics read too); retracted on the host if a write raced it
-                    self._record(b, me, Rule.UNINIT_READ, Cause.NONE, "%site", b.c(NO_SITE), byte, me["wave"],
-                                 b.c(NO_WAVE), me["lane"], b.c(NO_LANE))
-                self._check(b, me, prev, wslot, a, nwait, byte, clear=False)
-                with b.if_(b.not_(is_read)):  # §4.4: a write checks every wave's read slot
-                    with b.for_(b.c(0), b.c(lay.waves)) as v:
-                        rslot = b.word(wslot, b.mul(b.add(v, b.c(1)), b.c(L.ENTRY_WORDS)))
-                        self._check(b, me, self._entry(b, rslot), rslot, a, nwait, byte, clear=True)
+             "lane": me["lane"], "kind": "%kind", "ctr": b.c(0)}
+        off, on_shadow = self._offset(b, "%ptr", "%nbytes")
+        self._access(b, me, a, off, "%nbytes", on_shadow, nwait)
         return self._func("__ldssan_ds", "%site: i32, %ptr: !llvm.ptr<3>, %nbytes: i32, %kind: i32", b)
 
     def use(self) -> str:
@@ -248,14 +292,18 @@ class Hooks:
         return self._func("__ldssan_use", "%site: i32", b)
 
     def wait(self) -> str:
-        """MODEL.md §3.4 for the DS counter; the copy counters have nothing to complete
-        here (kernels with copies are refused by the linker)."""
+        """MODEL.md §3.4: the DS counter here, the copy counters in hooks_copies.py
+        (LOAD/STORE order no LDS access; wait.asyncmark is refused by the linker)."""
         b = Body()
         me = self._who(b)
+        n = b.and_("%n", b.c(0xFFFF))  # a 16-bit immediate, as the hardware reads it
         with b.if_(b.cmp("eq", "%counter", b.c(Counter.DS))):
             seq = b.ld(b.word(me["ws"], L.SEQ))
-            n = b.and_("%n", b.c(0xFFFF))  # a 16-bit immediate, as the hardware reads it
             self._complete_upto(b, me["ws"], b.select(b.cmp("uge", n, seq), b.c(0), b.sub(seq, n)))
+        if self.lay.copies:
+            for j, ctr in enumerate((Counter.ASYNC, Counter.TENSOR)):
+                with b.if_(b.cmp("eq", "%counter", b.c(ctr))):
+                    self._copy_wait(b, me, j, n)
         return self._func("__ldssan_wait", "%site: i32, %counter: i32, %n: i32", b)
 
     def fence(self) -> str:
@@ -317,6 +365,8 @@ class Hooks:
         slot = b.and_(nsig, b.c(L.PHASE_SLOTS - 1))
         b.st(b.word(ws, b.add(slot, b.c(L.SIG_DONE))), b.ld(b.word(ws, L.DONE)))
         b.st(b.word(ws, b.add(slot, b.c(L.SIG_LASTWAIT))), b.ld(b.word(ws, L.LASTWAIT)))
+        if lay.copies:
+            self._copy_signal(b, ws, slot)
         b.st(b.word(ws, L.LASTSIG), site1)
         b.st(b.word(ws, L.NSIG), b.add(nsig, b.c(1)))
 
@@ -329,8 +379,15 @@ class Hooks:
             dim = b.index_i32(b.let(f"gpu.block_dim {d}")) if self.block is None else b.c(self.block[i])
             tid = b.add(b.mul(tid, dim), b.index_i32(b.let(f"gpu.thread_id {d}")))  # z-major
             threads = b.mul(threads, dim)
-        with b.for_(tid, b.c(self.lay.words), threads) as i:
-            b.st(i, b.c(0))
+        ids = self._ids(b)
+        self._bind_scratch(b, ids)
+        if self.lay.scratch:  # 16 bytes a store (slots are whole multiples of 4 words)
+            zero = b.let("arith.constant dense<0> : vector<4xi32>")
+            with b.for_(b.shl(tid, b.c(2)), self._desc(b, L.D_SLOT_WORDS), b.shl(threads, b.c(2))) as i:
+                b.emit(f"llvm.store {zero}, {b.shadow_ptr(i)} {{alignment = 16 : i64}} : vector<4xi32>, !llvm.ptr<1>")
+        else:
+            with b.for_(tid, b.c(self.lay.words), threads) as i:
+                b.st(i, b.c(0))
         b.emit("gpu.barrier")
         return self._func("__ldssan_init", "", b)
 
@@ -340,10 +397,14 @@ class Hooks:
 
     def bodies(self) -> dict[str, "HookBody"]:
         """Every hook's body, by name, and the kernel prologue (`__ldssan_init`)."""
-        out = [self.ds(), self.use(), self.wait(), self.fence(), self.barrier(), self.init()]
+        out = [self.ds(), self.use(), self.wait(), self.fence(), self.barrier(), self.init(), self.end()]
+        if self.lay.copies:
+            out += [self.dma(), self.tdm()]
         return {h.name: h for h in out}
 
-    def shadow_global(self) -> str:
+    def shadow_global(self) -> str | None:
+        if self.lay.scratch:
+            return None
         return (f"llvm.mlir.global internal @{SHADOW}() {{addr_space = 3 : i32, alignment = 16 : i64}} "
                 f": !llvm.array<{self.lay.words} x i32>")
 
@@ -358,4 +419,4 @@ class HookBody:
     text: str
 
 
-NOT_YET = ("__ldssan_dma", "__ldssan_tdm", "__ldssan_mark")  # copies: DESIGN.md, "Not yet"
+NOT_YET = ("__ldssan_mark",)  # asyncmark / wait.asyncmark: DESIGN.md, "Not yet"

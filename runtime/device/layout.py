@@ -1,12 +1,13 @@
-"""Where the device runtime keeps its state: the per-workgroup shadow (in LDS, after the
-kernel's own LDS) and the process's record buffer (global memory). DESIGN.md explains the
-choices; this module is the one place the word offsets are defined, for the IR generator
-(`hooks_ir.py`), the linker and the host read-back.
+"""Where the device runtime keeps its state: the per-workgroup shadow (in LDS after the
+kernel's own LDS, or in a global scratch slot per workgroup) and the process's record
+buffer (global memory). DESIGN.md explains the choices; this module is the one place the
+word offsets are defined, for the IR generator (`hooks_ir.py`), the linker and the host.
 
 All shadow fields are 32-bit words. Sizes, with W waves per workgroup, S sites in the
-module and B bytes of kernel LDS (G = ceil(B / GRANULE) granules):
+module and B bytes of kernel LDS (static + dynamic; G = ceil(B / GRANULE) granules):
 
-    words = W * WAVE_WORDS + PHASE_SLOTS * 2 + W * S + G * (1 + W) * ENTRY_WORDS
+    words = W * wave_words + PHASE_SLOTS * 2 + W * S + G * (1 + W) * ENTRY_WORDS
+    wave_words = WAVE_WORDS, or COPY_WAVE_WORDS when the module issues async/TDM copies
 """
 
 from __future__ import annotations
@@ -21,8 +22,49 @@ SEQ, DONE, LASTWAIT, NSIG, NWAIT, LASTSIG = 0, 1, 2, 3, 4, 5
 PHASE_SLOTS = 4  # barrier snapshots kept per wave: a wave is never 3 phases ahead of another
 SIG_DONE = 6  # PHASE_SLOTS words: DONE at the wave's signal of phase k (slot k % PHASE_SLOTS)
 SIG_LASTWAIT = SIG_DONE + PHASE_SLOTS  # LASTWAIT at that signal
+ENDED = SIG_LASTWAIT + PHASE_SLOTS  # 1 once the wave reached its end (s_endpgm)
 WAVE_WORDS = 16
-assert SIG_LASTWAIT + PHASE_SLOTS <= WAVE_WORDS
+assert ENDED < WAVE_WORDS
+
+# Copy counters (modules with async/TDM copies): per counter j (0 = ASYNC, 1 = TENSOR) a
+# block of CTR_WORDS at WAVE_WORDS + j * CTR_WORDS, then the ds counts at signals / end.
+C_SEQ, C_DONE, C_LASTWAIT, C_END_DONE = 0, 1, 2, 3
+C_SIG_DONE = 4  # PHASE_SLOTS words, as SIG_DONE
+C_SIG_LASTWAIT = C_SIG_DONE + PHASE_SLOTS
+C_NCOMP = C_SIG_LASTWAIT + PHASE_SLOTS  # completions recorded so far
+COMP_SLOTS = 8  # the newest completions kept: (done after the wait, seg there, SEQ there)
+C_COMP = C_NCOMP + 1
+FLIGHT = 32  # the sites of the newest FLIGHT copies (for LDS013): slot seq % FLIGHT
+C_SITES = C_COMP + 3 * COMP_SLOTS
+CTR_WORDS = C_SITES + FLIGHT
+COPY_COUNTERS = 2
+SIG_DS = WAVE_WORDS + COPY_COUNTERS * CTR_WORDS  # PHASE_SLOTS words: SEQ at the signal of phase k
+END_DS = SIG_DS + PHASE_SLOTS  # SEQ at the wave's end
+# Records already written for one access (a copy's footprint spans many granules and the
+# host writes one record per access and key): a direct-mapped cache of DEDUP keys of 4 words
+# (rule | cause << 8 | other wave << 16, site, other site, the access's seq | counter << 28).
+DEDUP = 8
+DEDUP_AT = END_DS + 1
+# Records whose cause waits on this wave's next signal or end (COPY_NOT_WAITED until the
+# wave completes the copy by then: COPY_WAITED_NOT_PUBLISHED): PEND entries of 3 words
+# (record index, rule | counter << 8, the copy's seq), patched by the wave at that point.
+PEND = 8
+PEND_N = DEDUP_AT + 4 * DEDUP
+PEND_AT = PEND_N + 1
+COPY_WAVE_WORDS = PEND_AT + 3 * PEND
+
+# Access kinds in an entry's WHO word: the op (abi.DsKind numbering: 1 read, 2 write,
+# 3 atomic) at bit 16, the counter at bit 20 (0 ds, 1 async, 2 tensor).
+WHO_OP, WHO_CTR = 16, 20
+
+# Global-scratch placement: a launch descriptor DESC_BYTES before the ring, written by
+# the host before every launch (`emulated.py`; on hardware the launcher): the slot array's
+# address (u64), grid x and y (workgroups), B (kernel LDS bytes at this launch, dynamic
+# included), the words of one slot, the number of slots.
+DESC = struct.Struct("<QIIIII4x")
+DESC_BYTES = DESC.size
+D_SLOTS, D_GRID_X, D_GRID_Y, D_LDS, D_SLOT_WORDS, D_NSLOTS = 0, 8, 12, 16, 20, 24
+assert DESC_BYTES == 32
 
 # One access entry (ENTRY_WORDS words). SITE holds site + 1 so that 0 means "empty".
 E_SITE, E_SEQ, E_SEG, E_WHO = 0, 1, 2, 3  # WHO = wave | lane << 8 | kind << 16
@@ -57,7 +99,13 @@ class ShadowLayout:
 
     waves: int  # W: waves per workgroup (the largest known block size / 32)
     sites: int  # S: sites in the module's site table
-    lds_bytes: int  # B: the kernel LDS the shadow covers (static globals)
+    lds_bytes: int  # B: the kernel LDS the shadow covers (static globals; global: at link)
+    copies: bool = False  # the module issues async/TDM copies: the copy counters' words
+    scratch: bool = False  # in a global scratch slot per workgroup (B known at launch)
+
+    @property
+    def wave_words(self) -> int:
+        return COPY_WAVE_WORDS if self.copies else WAVE_WORDS
 
     @property
     def granules(self) -> int:
@@ -65,7 +113,7 @@ class ShadowLayout:
 
     @property
     def phase_base(self) -> int:
-        return self.waves * WAVE_WORDS
+        return self.waves * self.wave_words
 
     @property
     def use_base(self) -> int:
@@ -81,7 +129,13 @@ class ShadowLayout:
 
     @property
     def words(self) -> int:
-        return self.granule_base + self.granules * self.slots_per_granule * ENTRY_WORDS
+        return self.words_for(self.lds_bytes)
+
+    def words_for(self, lds_bytes: int) -> int:
+        """Shadow words for B = lds_bytes (a scratch slot is sized at each launch, to whole
+        16 bytes: the prologue zeroes it 16 bytes a store)."""
+        words = self.granule_base + -(-lds_bytes // GRANULE) * self.slots_per_granule * ENTRY_WORDS
+        return -(-words // 4) * 4 if self.scratch else words
 
     @property
     def bytes(self) -> int:
@@ -89,4 +143,5 @@ class ShadowLayout:
 
     def to_dict(self) -> dict:
         return {"waves": self.waves, "sites": self.sites, "lds_bytes": self.lds_bytes,
-                "granule": GRANULE, "shadow_bytes": self.bytes}
+                "granule": GRANULE, "shadow_bytes": self.bytes, "copies": self.copies,
+                "where": "global scratch" if self.scratch else "lds"}

@@ -3,9 +3,11 @@ pass left become definitions (hooks_ir.py), every hook call is inlined, and each
 zeroes its workgroup's shadow first. The result has no `__ldssan_*` call left: the same IR
 runs on the virtual gfx1250 and goes to LLVM's AMDGPU backend.
 
-Fails closed (`DeviceLinkError`, naming the site and its Python line): copies (async / TDM
-hooks, not in the device runtime yet), dynamic LDS (the shadow covers static LDS only) and
-a shadow that does not fit in LDS next to the kernel's own.
+The shadow goes to LDS after the kernel's own when it fits there and the kernel has no
+dynamic LDS; else to a global scratch slot per workgroup, sized at each launch from the
+kernel's LDS then (static + dynamic; layout.DESC). Fails closed (`DeviceLinkError`, naming
+the site and its Python line): `rocdl.asyncmark` / `wait.asyncmark` (not in the device
+runtime yet).
 """
 
 from __future__ import annotations
@@ -13,12 +15,16 @@ from __future__ import annotations
 import json
 import re
 
+from ldssan.passes.abi import WAIT_ASYNCMARK
+
 from .hooks_ir import NOT_YET, Hooks
 from .layout import ShadowLayout
 
 LDS_LIMIT = 327680  # gfx1250 LDS per workgroup
 MAX_WAVES = 32  # 1024 threads: used when a kernel does not state its block size
 INIT = "__ldssan_init"
+END = "__ldssan_end"  # before each gpu.return: the wave's end (LDS013, its final state)
+COPY_HOOKS = ("__ldssan_dma", "__ldssan_tdm")
 
 
 class DeviceLinkError(RuntimeError):
@@ -46,17 +52,19 @@ def _where(sites: list, site: int) -> str:
     return f"site {site} ({s.get('op', '?')} at {s.get('file', '?')}:{s.get('line', '?')})"
 
 
-def _site_of(call) -> int:
-    m = re.search(r"arith\.constant (\d+) : i32", str(call.operands[0].owner))
+def _site_of(call, operand: int = 0) -> int:
+    m = re.search(r"arith\.constant (-?\d+) : i32", str(call.operands[operand].owner))
     return int(m.group(1)) if m else -1
 
 
-def _lds_bytes(body, gpu_name: str) -> int:
+def _lds_bytes(body, gpu_name: str) -> tuple[int, bool]:
     """Static LDS of the gpu.module, laid out as the emulator and LLVM lay it out
-    (declaration order, each global at its alignment, the end rounded to 16)."""
+    (declaration order, each global at its alignment, the end rounded to 16), and whether
+    it declares dynamic LDS (its size comes with each launch)."""
     from ldssan.passes.ir.types import byte_size, parse_type
 
     cur = 0
+    dynamic = False
     for o in body.operations:
         op = o.operation
         if op.name != "llvm.mlir.global" or "addr_space" not in op.attributes:
@@ -65,11 +73,11 @@ def _lds_bytes(body, gpu_name: str) -> int:
             continue
         size = byte_size(parse_type(str(op.attributes["global_type"].value)))
         if size == 0:
-            raise DeviceLinkError(f"ldssan device runtime: @{_name(op)} in {gpu_name} is dynamic LDS; the "
-                                  "device shadow covers static LDS only (not yet: dynamic LDS)")
+            dynamic = True
+            continue
         align = int(str(op.attributes["alignment"]).split(":")[0]) if "alignment" in op.attributes else 1
         cur = (cur + align - 1) // align * align + size
-    return (cur + 15) // 16 * 16
+    return (cur + 15) // 16 * 16, dynamic
 
 
 def _blocks(kernels) -> list[tuple[int, int, int] | None]:
@@ -106,7 +114,8 @@ def _inline_text(text: str, bodies: dict, shadow_global: str) -> str:
         if _DECL.match(line):
             continue
         if not placed and line.lstrip().startswith("gpu.func "):
-            out.append(shadow_global)
+            if shadow_global:  # none when the shadow is in global scratch
+                out.append(shadow_global)
             placed = True
         m = _CALL.match(line)
         if m is None:
@@ -128,9 +137,19 @@ def _inline_text(text: str, bodies: dict, shadow_global: str) -> str:
     return "\n".join(out)
 
 
-def link(module_op, ring_addr: int) -> dict:
+def _refuse_marks(calls, sites) -> None:
+    for c in calls:
+        mark = _callee(c) in NOT_YET
+        if mark or (_callee(c) == "__ldssan_wait" and _site_of(c, 1) in (WAIT_ASYNCMARK, -1)):
+            what = f"@{_callee(c)}" if mark else "@__ldssan_wait (wait.asyncmark or a counter not constant)"
+            raise DeviceLinkError(f"ldssan device runtime: {what} at {_where(sites, _site_of(c))}: asyncmark "
+                                  "and wait.asyncmark are not in the device runtime yet")
+
+
+def link(module_op, ring_addr: int, *, scratch: bool = False) -> dict:
     """Link the device runtime into `module_op` (instrumented, with `ldssan.sites`), in
-    place. Returns {gpu.module name: layout dict}, also stored as `ldssan.device`."""
+    place. Returns {gpu.module name: layout dict}, also stored as `ldssan.device`.
+    `scratch` puts the shadow in global scratch even where it would fit in LDS."""
     ir = _ir()
     from flydsl._mlir.dialects import llvm
 
@@ -144,21 +163,22 @@ def link(module_op, ring_addr: int) -> dict:
         kernels = [o.operation for o in body.operations if o.operation.name == "gpu.func"]
         if not kernels:
             continue
-        for c in (c for k in kernels for c in _hook_calls(k)):
-            if _callee(c) in NOT_YET:
-                raise DeviceLinkError(f"ldssan device runtime: @{_callee(c)} at {_where(sites, _site_of(c))}: "
-                                      "async/TDM copies are not in the device runtime yet")
+        calls = [c for k in kernels for c in _hook_calls(k)]
+        _refuse_marks(calls, sites)
         name = _name(gm)
         blocks = _blocks(kernels)
-        lay = ShadowLayout(waves=_waves(blocks), sites=max(1, len(sites)), lds_bytes=_lds_bytes(body, name))
-        if lay.lds_bytes + lay.bytes > LDS_LIMIT:
-            raise DeviceLinkError(f"ldssan device runtime: {name} uses {lay.lds_bytes} bytes of LDS and its shadow "
-                                  f"needs {lay.bytes}; together over the {LDS_LIMIT}-byte LDS (not yet: a shadow "
-                                  "in global scratch)")
+        static, dynamic = _lds_bytes(body, name)
+        copies = any(_callee(c) in COPY_HOOKS for c in calls)
+        lay = ShadowLayout(waves=_waves(blocks), sites=max(1, len(sites)), lds_bytes=static, copies=copies)
+        if scratch or dynamic or lay.lds_bytes + lay.bytes > LDS_LIMIT:
+            lay = ShadowLayout(lay.waves, lay.sites, static, copies=copies, scratch=True)
         hooks = Hooks(lay, ring_addr, blocks[0] if len(set(blocks)) == 1 else None)
-        for k in kernels:  # the prologue: the init body at each kernel's entry
+        for k in kernels:  # the prologue at each kernel's entry, the end before each return
             with ir.InsertionPoint.at_block_begin(k.regions[0].blocks[0]), k.location:
                 llvm.call(None, [], [], [], callee=INIT)
+            for ret in _returns(k):
+                with ir.InsertionPoint(ret), ret.location:
+                    llvm.call(None, [], [], [], callee=END)
         layouts[name] = lay.to_dict()
     if len(layouts) != 1:
         raise DeviceLinkError(f"ldssan device runtime: links one gpu.module with kernels, found {len(layouts)}")
@@ -176,6 +196,14 @@ def _replace_body(module_op, linked) -> None:
         o.operation.erase()
     for o in list(linked.body.operations):
         block.append(o.operation)
+
+
+def _returns(fn) -> list:
+    out = []
+    for region in fn.regions:
+        for blk in region.blocks:
+            out += [o.operation for o in blk.operations if o.operation.name == "gpu.return"]
+    return out
 
 
 def _hook_calls(fn) -> list:

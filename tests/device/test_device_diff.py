@@ -3,11 +3,14 @@
 The small CI version of `benchmarks/device_diff.py` (same cases, same comparison): each case
 runs sanitized by the Python engine and then with the device runtime's IR linked into the
 kernel and executed as kernel code; the grouped keys (rule, cause, site, other site) must be
-the same, and so must each key's wave and workgroup sets.
+the same, and so must each key's wave and workgroup sets. RMSNorm also runs with its shadow
+forced into global scratch (the placement GEMM and MegaMoE get), and MegaMoE (slow: minutes
+per case on the virtual gfx1250) is in the `slow` set.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import sys
 from pathlib import Path
@@ -21,15 +24,39 @@ sys.modules["device_diff"] = device_diff  # its dataclasses look their module up
 _spec.loader.exec_module(device_diff)
 
 CASES = {f"{c.name}[{c.policy}]": c for c in device_diff.cases(quick=True)}
+SCRATCH = {f"{c.name}[{c.policy}]": dataclasses.replace(c, scratch=True)
+           for c in device_diff.cases(quick=True) if c.module is device_diff.R and c.policy != "round-robin"}
+MOE = {"mega_moe_clean": device_diff.Case("mega_moe_clean", device_diff.M, device_diff._moe_call, resident=4)}
+for _name in ("tile_word_in_a_ring_slot", "rowmap_read_before_its_wait"):
+    MOE[_name] = device_diff.Case(_name, device_diff.M, device_diff._moe_call, device_diff.mega_moe_bugs()[_name],
+                                  resident=4)
 # What each planted bug must be reported as (so an empty comparison cannot pass).
 EXPECTED = {"a_no_barrier_1": ["LDS001/1"], "b_no_barrier_2": ["LDS001/1"],
             "c_raw_split_barrier": ["LDS001/3"], "d_uninit_slot": ["LDS030/0"],
-            "e_waw_slot": ["LDS003/1", "LDS030/0"], "f_oob_read": ["LDS031/0"]}
+            "e_waw_slot": ["LDS003/1", "LDS030/0"], "f_oob_read": ["LDS031/0"],
+            "wait_count_plus_one": ["LDS011/0"], "pingpong_slot_swapped": ["LDS011/0"] * 4,
+            "tile_word_in_a_ring_slot": ["LDS012/0"], "rowmap_read_before_its_wait": ["LDS010/5"] * 2}
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_device_records_equal_the_engines(name):
-    row = device_diff.run_case(CASES[name])
+    _check(name, device_diff.run_case(CASES[name]))
+
+
+@pytest.mark.parametrize("name", list(SCRATCH))
+def test_a_shadow_in_global_scratch_gives_the_same_records(name):
+    row = device_diff.run_case(SCRATCH[name])
+    assert row["shadow"] == "global scratch"
+    _check(name, row)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(MOE))
+def test_mega_moe_device_records_equal_the_engines(name):
+    _check(name, device_diff.run_case(MOE[name]))
+
+
+def _check(name, row):
     assert row["status"] == "equal", row
     assert row["workgroups_equal"], row
     if "e_waw_slot" in name and "round-robin" not in name:

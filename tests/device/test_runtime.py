@@ -4,14 +4,18 @@ keep device, sanitized and plain builds apart."""
 
 from __future__ import annotations
 
+import json
+
 import torch
 
 import pytest
 
 from ldssan import hook
+from ldssan.decode import decode
 from ldssan.kernels import gemm as G
 from ldssan.kernels import rmsnorm as R
-from ldssan.runtime.device import DeviceLinkError, ShadowLayout, emulated, retract_uninit
+from ldssan.runtime.device import DeviceLinkError, ShadowLayout, emulated, record_buffer, retract_uninit
+from ldssan.runtime.device import layout as L
 from ldssan.runtime.records import NO_SITE, Record, Ring, Rule
 from ldssan.variants import Edit, load_variant
 
@@ -21,14 +25,54 @@ def _no_barrier_2():
     return load_variant(R, [Edit(line, None)], tag="device_ring")
 
 
-def test_a_kernel_with_tdm_copies_is_refused_naming_the_copy_and_its_line():
-    a = torch.randn(64, 256).to(torch.float8_e4m3fn)
-    b = torch.randn(64, 256).to(torch.float8_e4m3fn)
-    with pytest.raises(DeviceLinkError, match=r"@__ldssan_tdm at site \d+ \(rocdl\.tensor\.load\.to\.lds at "
-                                              r".*ring_pipeline\.py:\d+\): async/TDM copies"):
-        with emulated():
-            G.gemm(a, b, waves=4, nb=3)
+def _gemm_inputs(k=256):
+    return torch.randn(64, k).to(torch.float8_e4m3fn), torch.randn(64, k).to(torch.float8_e4m3fn)
 
+
+def test_a_kernel_with_an_asyncmark_is_refused_naming_it_and_its_line():
+    wait = _line(G, "fx.rocdl.s_wait_asynccnt(ASYNC_OUTSTANDING)")
+    mod = load_variant(G, [Edit(wait, "fx.rocdl.asyncmark()")], tag="device_mark")
+    with pytest.raises(DeviceLinkError, match=r"@__ldssan_mark at site \d+ \(rocdl\.asyncmark at "
+                                              r".*gemm.*\.py:\d+\): asyncmark and wait\.asyncmark"):
+        with emulated():
+            mod.gemm(*_gemm_inputs(), waves=4, nb=3)
+
+
+def test_a_gemm_links_with_its_shadow_in_global_scratch_sized_at_launch():
+    """GEMM's LDS is one dynamic arena: the shadow goes to a scratch slot per workgroup,
+    sized for the launch's LDS (the descriptor the host writes before the launch)."""
+    with emulated() as run:
+        G.gemm(*_gemm_inputs(), waves=4, nb=3)
+    assert run.records() == []
+    (launch,) = run.config.launches
+    desc = L.DESC.unpack(record_buffer().whole[: L.DESC_BYTES].numpy().tobytes())
+    slots, gx, gy, lds, words, n = desc
+    assert (gx, gy, n) == (1, 1, 1) and lds == launch.lds_bytes > 0
+    lay = ShadowLayout(waves=4, sites=len(json.loads(run.launches[0][1])["sites"]), lds_bytes=0, copies=True,
+                       scratch=True)
+    assert words == lay.words_for(lds)
+    assert words >= lay.granule_base + (lds // 4) * 5 * 4  # every granule: a writer + 4 readers
+
+
+def _line(module, text):
+    return next(i + 1 for i, ln in enumerate(open(module.__file__).read().splitlines()) if ln.strip() == text)
+
+
+def test_a_copy_never_waited_is_lds013_at_the_wave_end():
+    """The scale copies' wait deleted and the epilogue's barrier with it: each wave ends with
+    its async copies outstanding -- the device names them at its end, as the engine does."""
+    wait = _line(G, "fx.rocdl.s_wait_asynccnt(ASYNC_OUTSTANDING)")
+    mod = load_variant(G, [Edit(wait, None)], tag="device_lds013")
+    a, b = _gemm_inputs()
+    with hook.sanitize() as col:
+        mod.gemm(a, b, waves=4, nb=3)
+    host = {(v.code, int(v.cause), v.site.id, frozenset(v.waves)) for v in col.violations if v.code == "LDS013"}
+    with emulated() as run:
+        mod.gemm(a, b, waves=4, nb=3)
+    (launch, sites), = run.launches
+    found = decode(run.records(), sites).violations
+    dev = {(v.code, int(v.cause), v.site.id, frozenset(v.waves)) for v in found if v.code == "LDS013"}
+    assert host and dev == host
 
 def test_a_full_buffer_counts_what_it_dropped_and_reads_back_validated():
     mod = _no_barrier_2()
@@ -74,3 +118,5 @@ def test_shadow_size_follows_the_formula():
     lay = ShadowLayout(waves=8, sites=6, lds_bytes=48)
     assert lay.words == 8 * 16 + 4 * 2 + 8 * 6 + 12 * 9 * 4
     assert lay.bytes == 4 * lay.words
+    copies = ShadowLayout(waves=4, sites=70, lds_bytes=0, copies=True, scratch=True)
+    assert copies.words_for(100) == -(-(4 * L.COPY_WAVE_WORDS + 4 * 2 + 4 * 70 + 25 * 5 * 4) // 4) * 4

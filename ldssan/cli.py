@@ -7,6 +7,7 @@
     ldssan mutate KERNEL    mutation campaign: one-line sync bugs, sanitizer vs output check
     ldssan isa-check F::FN  the waits of the compiled gfx1250 code, on every path (ldssan/isa/)
     ldssan rows F::FN       which output rows vary between runs, and which LDS race feeds them
+    ldssan build --device F::FN  gfx1250 code objects with the device runtime linked in
 
 An error the user can fix (a bad option or FLYDSL_LDSSAN_* value, a path that cannot be
 written, a malformed input file) is one line on stderr and exit status 2, never a traceback.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .devicebuild import register as _register_build
 from .isa.cli import register as _register_isa_check
 from .mutate.cli import policy_arg
 from .mutate.cli import register as _register_mutate
@@ -67,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     _register_mutate(sub)
     _register_isa_check(sub)
     _register_rows(sub)
+    _register_build(sub)
     return ap
 
 

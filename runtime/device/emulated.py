@@ -235,15 +235,11 @@ def emulated(policy="round-robin", *, capacity: int | None = None, resident: int
                              resident=resident,
                              pass_options=f"device={source_digest()},ctx={buf.addr:x}"
                                           + (",scratch=1" if scratch else ""),
-                             sanitizer_factory=on_launch)
+                             sanitizer_factory=on_launch, time_limit=DEVICE_TIME_LIMIT)
     run.config = cfg
     from .link import DeviceLinkError
 
-    from ..emu import launch
-
     _LINK_FAILURES.clear()
-    limit = launch.TIME_LIMIT
-    launch.TIME_LIMIT = max(limit, DEVICE_TIME_LIMIT)
     with frontend.active(cfg):
         try:
             yield run
@@ -252,5 +248,3 @@ def emulated(policy="round-robin", *, capacity: int | None = None, resident: int
             if _LINK_FAILURES and not isinstance(exc, DeviceLinkError):
                 raise _LINK_FAILURES.pop() from exc
             raise
-        finally:
-            launch.TIME_LIMIT = limit

@@ -271,11 +271,13 @@ class Launcher:
     """Runs the launches of one host call against `gmem`."""
 
     def __init__(self, view: ModuleView, gmem: GlobalMemory, *, policy: Policy, batch: int = 1,
-                 ir_key: str = "", sanitizer=None, resident: int = 1):
+                 ir_key: str = "", sanitizer=None, resident: int = 1, time_limit: float | None = None):
         self.view = view
         self.gmem = gmem
         self.policy = policy
         self.batch = AUTO if batch == AUTO else max(1, batch)
+        # CPU seconds per scheduler run before a runaway loop is reported (None: TIME_LIMIT)
+        self.time_limit = TIME_LIMIT if time_limit is None else float(time_limit)
         # workgroups resident at once, interleaved by the scheduler (persistent kernels,
         # cross-workgroup flags); exclusive with batching
         self.resident = max(1, resident)
@@ -394,7 +396,7 @@ class Launcher:
     def _run_batch(self, name, chunk, grid, block, lds, offsets, args) -> int:
         batched = len(chunk) > 1
         prog: Program = translate(self.view, name, batched=batched, cache_key=self._key(name))
-        waves = self._waves(chunk, 0, grid, block, lds, offsets, batched, Budget(STEP_BUDGET, TIME_LIMIT))
+        waves = self._waves(chunk, 0, grid, block, lds, offsets, batched, Budget(STEP_BUDGET, self.time_limit))
         return self._schedule(prog, [(waves, chunk, lds)], grid, args, len(chunk))
 
     def _lockstep_program(self, name: str, dims, batched: bool) -> tuple[Program | None, str | None]:
@@ -409,7 +411,7 @@ class Launcher:
         return translate_lockstep(self.view, name, batched=batched, cache_key=self._key(name))
 
     def _run_lockstep(self, prog, chunk, grid, block, lds, offsets, args, batched: bool) -> int:
-        budget = Budget(STEP_BUDGET, TIME_LIMIT)
+        budget = Budget(STEP_BUDGET, self.time_limit)
         parts = self._waves(chunk, 0, grid, block, lds, offsets, len(chunk) > 1, budget)
         ls = LockstepCtx(parts, groups=chunk, block=block, grid=grid, lds=lds, gmem=self.gmem,
                          lds_offsets=offsets, budget=budget, batched=batched)
@@ -421,7 +423,7 @@ class Launcher:
         resident at once, each workgroup a team with its own LDS (`lockstep`: the program
         that runs each team's waves as one lockstep context)."""
         prog: Program = lockstep or translate(self.view, name, batched=False, cache_key=self._key(name))
-        budget = Budget(STEP_BUDGET, TIME_LIMIT)
+        budget = Budget(STEP_BUDGET, self.time_limit)
         teams, contexts = [], []
         for c, members in enumerate(clusters):
             for group in members:

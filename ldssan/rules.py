@@ -327,7 +327,7 @@ def _entry(rule: Rule) -> RuleInfo:
         case Rule.MISSING_ACQUIRE:
             return RuleInfo(
                 rule, code, name,
-                title="LDS load after a split barrier wait with no acquire fence between",
+                title="LDS access after a split barrier wait with no acquire fence between",
                 explanation=(
                     "A raw s_barrier_wait carries no memory semantics: the gfx1250 memory model "
                     "makes other waves' published stores visible to this wave only through an "

@@ -8,8 +8,10 @@ wait), so this check reads the instrumented kernel instead:
 
 * LDS040 missing-release: on some path from an LDS store to a signal (since the previous
   signal) there is no draining release fence and no `s_wait_dscnt 0`;
-* LDS041 missing-acquire: on some path from a wait to an LDS load (before the next wait)
-  there is no draining acquire fence.
+* LDS041 missing-acquire: on some path from a wait to an LDS load or store (before the next
+  wait) there is no draining acquire fence. A store counts too: without the acquire it may be
+  hoisted above the wait, past another wave's load of the old value before its signal (a
+  write-after-read the barrier was there to order).
 
 A fence counts only when `abi.fence_drains` says it drains (the emulator and the engine
 use the same decision), so `one-as`, wavefront and singlethread fences do not. Fenced
@@ -42,7 +44,7 @@ class LintError(RuntimeError):
 @dataclass(frozen=True, order=True)
 class Finding:
     code: str  # MISSING_RELEASE | MISSING_ACQUIRE
-    access: int  # site id of the LDS store (LDS040) or load (LDS041)
+    access: int  # site id of the LDS store (LDS040) or access (LDS041)
     barrier: int  # site id of the signal (LDS040) or wait (LDS041)
 
     def to_dict(self, kernel: str) -> dict:
@@ -110,6 +112,7 @@ def _run(items, state: _State, found: set) -> _State:
 def _step(ev: Event, s: _State, found: set) -> _State:
     what = ev.what
     if what == "store":
+        found.update(Finding(MISSING_ACQUIRE, ev.site, w) for w in s.open)
         return _State(s.pending | {ev.site}, s.open)
     if what == "load":
         found.update(Finding(MISSING_ACQUIRE, ev.site, w) for w in s.open)

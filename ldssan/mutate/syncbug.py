@@ -227,16 +227,12 @@ def survivor_class(rec, clean_sync, mutant_sync, table: dict | None, kernel_file
 
 
 def _unfenced(hit: list[dict]) -> str:
-    """What a raw split barrier leaves to the fences it lost: the pairs by kind, and the gap
-    when no lint rule covers them (LDS040: a store before the signal; LDS041: a load after
-    the wait; a store after the wait, the later half of a WAR pair, has no rule)."""
+    """What a raw split barrier leaves to the fences it lost: the pairs by kind (LDS040 covers a
+    store before the signal; LDS041 a load or store after the wait)."""
     kinds = Counter()
     for p in hit:
         kinds[p["kind"]] += p["bytes"]
     text = ", ".join(f"{n} {k.upper()} byte pair(s)" for k, n in sorted(kinds.items()))
     first = hit[0]
-    gap = (" A WAR pair's later access is a store after the raw wait: BAR-MM orders it only with an acquire fence "
-           "after the wait, and LDS041 pairs only loads with the wait, so no rule sees it (a lint gap)"
-           if "war" in kinds else "")
     return (f"the barrier orders {text} on the clean kernel's cases (e.g. {first['before'][0]} -> "
-            f"{first['after'][0]}) that BAR-MM orders only through both fences.{gap}")
+            f"{first['after'][0]}) that BAR-MM orders only through both fences")

@@ -208,7 +208,7 @@ def test_a_raw_split_survivor_names_the_pairs_its_fences_ordered():
     rec = _survivor("raw-split-barrier", [_edit(11, "fx.gpu.barrier()", "s_barrier_signal(-1); s_barrier_wait(-1)")])
     rec.reason = "no rule"
     assert survivor_class(rec, SKELETON, dict(SKELETON), t, "k.py") is None
-    assert "4 WAR byte pair(s)" in rec.reason and "k.py:12 -> k.py:14" in rec.reason and "lint gap" in rec.reason
+    assert "4 WAR byte pair(s)" in rec.reason and "k.py:12 -> k.py:14" in rec.reason and "both fences" in rec.reason
 
 
 def test_a_raw_split_survivor_is_never_explained_by_its_own_race_free_run():

@@ -172,14 +172,21 @@ def _loop(acquire: str) -> str:
         "%v = scf.for %i = %lb to %ub step %st iter_args(%acc = %t) -> (i32) {",
         "  %x = llvm.load %q : !llvm.ptr<3> -> i32  // load",
         "  %y = arith.addi %acc, %x : i32",
-        "  llvm.store %y, %p : i32, !llvm.ptr<3>",
+        "  llvm.store %y, %p : i32, !llvm.ptr<3>  // store",
         "  " + REL, "  " + SIGNAL, "  " + WAIT, "  " + acquire,
         "  scf.yield %y : i32", "}")
 
 
 def test_loop_back_edge_pairs_the_top_load_with_the_bottom_wait():
     text = _loop("")
-    assert lint(text) == expect(text, ("LDS041", "load", "wait"))
+    assert lint(text) == expect(text, ("LDS041", "load", "wait"), ("LDS041", "store", "wait"))
+
+
+def test_a_store_after_the_wait_needs_the_acquire_too():
+    # without it the store may move above the wait, past another wave's load before its signal
+    text = kernel(LOAD, REL, SIGNAL, WAIT, STORE)
+    assert lint(text) == expect(text, ("LDS041", "store", "wait"))
+    assert lint(kernel(LOAD, REL, SIGNAL, WAIT, ACQ, STORE)) == set()
 
 
 def test_loop_with_acquire_after_its_wait_is_fixed():
@@ -244,6 +251,7 @@ def test_findings_print_like_every_rule():
 
 _S = rmsnorm_sites()
 B1, STORE_PARTIAL, LOAD_PARTIAL = _S["publish_partials"], _S["store_partial"], _S["load_partial"]
+STORE_TOTAL = _S["store_total"]
 _REL = 'fx.memory_fence(syncscope="{}", ordering=fx.AtomicOrdering.Release)'
 _ACQ = 'fx.memory_fence(syncscope="workgroup", ordering=fx.AtomicOrdering.Acquire)'
 _SPLIT = "fx.rocdl.s_barrier_signal(-1); fx.rocdl.s_barrier_wait(-1)"
@@ -265,8 +273,8 @@ def test_rmsnorm_split_barrier_variants(name):
     with hook.sanitize("round-robin") as col:
         mod.rmsnorm(x, g)
     warned = {(v.code, v.site.line, v.other_site.line) for v in col.warnings}
-    pairs = {"LDS040": STORE_PARTIAL, "LDS041": LOAD_PARTIAL}
-    assert warned == {(c, pairs[c], B1) for c in codes}
+    pairs = {"LDS040": [STORE_PARTIAL], "LDS041": [LOAD_PARTIAL, STORE_TOTAL]}  # accesses after B1 in wave 0
+    assert warned == {(c, line, B1) for c in codes for line in pairs[c]}
     assert all(v.site.file == mod.__file__ for v in col.violations + col.warnings)
     assert all(v.severity == "error" for v in col.violations)
     assert bool(col.violations) == races, col.violations

@@ -8,7 +8,7 @@ site table and compared per grouped key (rule, cause, this site, other site); th
 says whether the wave and workgroup sets of each key agree, and the instance counts (the
 device writes one record per lane and granule, the engine one per access).
 
-    python benchmarks/device_diff.py [--quick] [--json out.json]
+    python benchmarks/device_diff.py [--quick] [--only NAME_PART ...] [--json out.json]
 
 prints {"cases": n, "records_equal": k, "not_linked": m, "code_objects_elf_amdgpu": c,
 "overhead": {...}, "rows": [...]}; a case the device runtime refuses to link (asyncmark:
@@ -241,8 +241,12 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer shapes and policies (what CI runs)")
     ap.add_argument("--json", help="also write the result here")
+    ap.add_argument("--only", action="append", default=[],
+                    help="run only the cases whose name contains this (repeatable)")
     args = ap.parse_args(argv)
-    todo = cases(args.quick)
+    todo = [c for c in cases(args.quick) if not args.only or any(s in c.name for s in args.only)]
+    if not todo:
+        raise SystemExit(f"no case matches {args.only}")
     rows = [run_case(c) for c in todo]
     # one code object per distinct kernel build (a bug's policies share it)
     objects, built = 0, {}

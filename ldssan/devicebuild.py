@@ -21,8 +21,9 @@ DEFAULT_OUT = "ldssan-device-build"
 # The figures of `amdhsa.kernels` a build reports (the kernel descriptor's resource use).
 FIGURES = ("vgpr_count", "sgpr_count", "vgpr_spill_count", "sgpr_spill_count",
            "group_segment_fixed_size", "private_segment_fixed_size")
-UNBOUND_NOTE = ("the record buffer address is not bound in these code objects (compile-only builds "
-                "bake 0); run device builds through ldssan.runtime.device.hardware")
+UNBOUND_NOTE = ("the record buffer is not bound in these code objects: the hooks read its address from "
+                "the module global __ldssan_ring (0 until bound); after loading one, bind it with "
+                "ldssan.runtime.device.hardware.bind_module_global before launching")
 
 
 class DeviceBuildError(ValueError):

@@ -4,9 +4,10 @@ Inside `building()`, a FlyDSL build run in COMPILE_ONLY mode gets FlyDSL's whole
 with the ldssan sentinel after `convert-fly-to-rocdl` + `canonicalize`: the instrumentation
 pass and the device linker run there, and FlyDSL lowers, assembles and links the result as
 it does any kernel (the caller supplies the linker environment and collects the code
-object, e.g. with `ldssan.isa.capture.capture_builds`). Not for running: the record
-buffer's address is bound only by `emulated()` and `hardware.on_device()`; these builds
-write records through address 0 (DESIGN.md, "Hardware": a module global is the fix).
+object, e.g. with `ldssan.isa.capture.capture_builds`). These builds bake no record
+buffer address: the hooks read it from the u64 module global `@__ldssan_ring`, which a
+host binds after loading the code object (`hardware.bind_module_global`); until then it
+is 0 and the code object must not run.
 
 Cache keys: the sentinel carries `device=<digest of this package>,ctx=<ring address>`, so a
 device build never shares a FlyDSL cache entry with a plain build (no sentinel), a
@@ -20,8 +21,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from .emulated import _LINK_FAILURES, _device_pass, source_digest
+from .layout import RING_UNBOUND
 
-UNBOUND = 0  # the record buffer address of a compile-only build
+UNBOUND = RING_UNBOUND  # a compile-only build: the ring address comes from @__ldssan_ring
 
 
 @dataclass(frozen=True)

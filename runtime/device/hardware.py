@@ -10,9 +10,9 @@ Two ways to bind the buffer (DESIGN.md, "Hardware"):
   build never dangles. FlyDSL loads and launches the code object as any kernel.
 * **Standalone code objects** (`ldssan build --device` output loaded by the user's own HIP
   program): the address must be written into a module global after loading
-  (`bind_module_global`, `hipModuleGetGlobal` + `hipMemcpyHtoD`). Needs the linked IR to
-  read the address from `@__ldssan_ring` instead of a constant (not linked that way yet:
-  `has_ring_global` tells, and binding refuses a code object without it).
+  (`bind_module_global`, `hipModuleGetGlobal` + `hipMemcpyHtoD`): builds bound to no buffer
+  (`build.building()`, `ldssan build --device`) read the address from `@__ldssan_ring`
+  (`has_ring_global` tells; binding refuses a code object without it).
 
 A shadow in global scratch (kernels whose LDS leaves no room, dynamic LDS) needs its slots
 bound before every launch (`DeviceRing.bind_scratch`, the grid and LDS size are known only
@@ -35,7 +35,7 @@ from . import layout as L
 from .emulated import DEFAULT_CAPACITY, retract_uninit
 
 ARCH = "gfx1250"
-RING_SYMBOL = "__ldssan_ring"  # the module global a standalone code object would read the address from
+RING_SYMBOL = L.RING_GLOBAL  # the module global a standalone code object reads the address from
 HW_OPTION = "target=hw"  # in the sentinel: FlyDSL's whole pipeline after the link, a real launch
 
 

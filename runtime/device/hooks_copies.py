@@ -131,7 +131,8 @@ class CopyHooks:
             done = b.ld(b.word(ws, L.WAVE_WORDS + L.C_DONE, b.mul(j, b.c(L.CTR_WORDS))))
             with b.if_(b.cmp("uge", done, b.ld(b.word(e, 2)))):
                 idx = b.let(f"arith.extui {b.ld(e)} : i32 to i64")
-                at = b.add(b.c(self.ring_addr + L.RECORDS_AT, "i64"), b.mul(idx, b.c(32, "i64"), "i64"), "i64")
+                at = b.add(b.add(self._ring(b), b.c(L.RECORDS_AT, "i64"), "i64"), b.mul(idx, b.c(32, "i64"), "i64"),
+                           "i64")
                 word = b.or_(b.and_(meta, b.c(0xFF)), b.c(int(Cause.COPY_WAITED_NOT_PUBLISHED) << 16))
                 b.emit(f"llvm.store {word}, {b.global_ptr(at)} : i32, !llvm.ptr<1>")
         b.st(n_w, b.c(0))

@@ -50,9 +50,20 @@ class Hooks(CopyHooks, Naming):
             ids["g" + d] = b.index_i32(b.let(f"gpu.block_id {d}"))
         return ids
 
+    def _ring(self, b: Body) -> str:
+        """The record buffer's address (i64): baked in when the build is bound to a buffer
+        (the virtual gfx1250, `on_device()`), else read from the module global
+        `@__ldssan_ring` that the host sets after loading a standalone code object
+        (`hardware.bind_module_global`)."""
+        if self.ring_addr != L.RING_UNBOUND:
+            return b.c(self.ring_addr, "i64")
+        cell = b.let(f"llvm.mlir.addressof @{L.RING_GLOBAL} : !llvm.ptr<1>")
+        # invariant: the kernel never writes it, so LLVM may load it once per kernel
+        return b.let(f"llvm.load {cell} invariant {{alignment = 8 : i64}} : !llvm.ptr<1> -> i64")
+
     def _desc(self, b: Body, field: int, ty: str = "i32") -> str:
         """A field of the launch descriptor (layout.DESC), just before the ring."""
-        return b.gld(b.c(self.ring_addr - L.DESC_BYTES + field, "i64"), ty)
+        return b.gld(b.add(self._ring(b), b.c(field - L.DESC_BYTES, "i64"), "i64"), ty)
 
     def _bind_scratch(self, b: Body, ids: dict) -> None:
         """Global placement: the shadow is this workgroup's slot, at its linear id (the
@@ -64,7 +75,10 @@ class Hooks(CopyHooks, Naming):
         stride = b.mul(b.let(f"arith.extui {self._desc(b, L.D_SLOT_WORDS)} : i32 to i64"), b.c(4, "i64"), "i64")
         at = b.add(self._desc(b, L.D_SLOTS, "i64"),
                    b.mul(b.let(f"arith.extui {linear} : i32 to i64"), stride, "i64"), "i64")
-        b.scratch = b.global_ptr(at)
+        # an SGPR pair for LLVM: a slot base it keeps in VGPRs gets moved out of a saddr
+        # global_load/store after instruction selection with its scale_offset bit left set,
+        # which its own verifier rejects (gfx1250, MegaMoE)
+        b.scratch = b.global_ptr(b.let(f"rocdl.readfirstlane {at} : i64"))
 
     def _who(self, b: Body) -> dict:
         """Wave, lane, workgroup, the wave's state base and B of the executing lane."""
@@ -111,7 +125,7 @@ class Hooks(CopyHooks, Naming):
 
     def _write_record(self, b: Body, me: dict, fields: list, pending: tuple | None = None) -> None:
         rule, cause, site, other, offset, wave, other_wave, lane, other_lane, extra = fields
-        base = b.c(self.ring_addr, "i64")
+        base = self._ring(b)
         written = b.global_ptr(b.add(base, b.c(L.WRITTEN_AT, "i64"), "i64"))
         at = b.let(f"llvm.atomicrmw add {written}, {b.c(1, 'i64')} monotonic : !llvm.ptr<1>, i64")
         cap = b.let(f"llvm.load {b.global_ptr(base)} : !llvm.ptr<1> -> i64")
@@ -407,6 +421,14 @@ class Hooks(CopyHooks, Naming):
             return None
         return (f"llvm.mlir.global internal @{SHADOW}() {{addr_space = 3 : i32, alignment = 16 : i64}} "
                 f": !llvm.array<{self.lay.words} x i32>")
+
+    def ring_global(self) -> str | None:
+        """An unbound build's `@__ldssan_ring` (u64, global memory, 0 until the host binds
+        it): external, so the code object exports it for `hipModuleGetGlobal`."""
+        if self.ring_addr != L.RING_UNBOUND:
+            return None
+        return (f"llvm.mlir.global external @{L.RING_GLOBAL}(0 : i64) "
+                "{addr_space = 1 : i32, alignment = 8 : i64} : i64")
 
 
 @dataclass(frozen=True)

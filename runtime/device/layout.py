@@ -91,6 +91,11 @@ RING_HEADER = struct.Struct("<QQQII")
 CAPACITY_AT, WRITTEN_AT, DROPPED_AT, LAUNCH_AT = 0, 8, 16, 24
 RECORDS_AT = RING_HEADER.size
 assert RECORDS_AT == 32
+# Where the hooks find the buffer: an address baked into the IR, or -- in a build bound to
+# none (compile-only, standalone code objects) -- the u64 module global RING_GLOBAL, which
+# the host writes after loading the code object.
+RING_UNBOUND = 0
+RING_GLOBAL = "__ldssan_ring"
 
 
 @dataclass(frozen=True)

@@ -100,10 +100,11 @@ _DECL = re.compile(r"^\s*llvm\.func @__ldssan_\w+\(.*$")
 _NAME = re.compile(r"%([A-Za-z_][\w$.]*)")
 
 
-def _inline_text(text: str, bodies: dict, shadow_global: str) -> str:
+def _inline_text(text: str, bodies: dict, globals_: list) -> str:
     """Write each hook's body in place of its calls (parameters bound to the call's
     operands, the body's own names made unique per call), drop the declarations and add
-    the shadow global just before the first kernel (after the kernel's LDS globals).
+    the runtime's globals (the shadow, the ring address) just before the first kernel
+    (after the kernel's LDS globals).
 
     A textual inliner: MLIR's `inline` pass does not inline into gpu.func bodies in the
     MLIR FlyDSL 0.5.0 ships, and the bodies are our own text, so their names are known."""
@@ -114,8 +115,8 @@ def _inline_text(text: str, bodies: dict, shadow_global: str) -> str:
         if _DECL.match(line):
             continue
         if not placed and line.lstrip().startswith("gpu.func "):
-            if shadow_global:  # none when the shadow is in global scratch
-                out.append(shadow_global)
+            # no shadow global in global scratch, no ring global in a bound build
+            out += [g for g in globals_ if g]
             placed = True
         m = _CALL.match(line)
         if m is None:
@@ -183,7 +184,7 @@ def link(module_op, ring_addr: int, *, scratch: bool = False) -> dict:
     if len(layouts) != 1:
         raise DeviceLinkError(f"ldssan device runtime: links one gpu.module with kernels, found {len(layouts)}")
     text = module_op.get_asm(enable_debug_info=True, assume_verified=True)
-    linked = ir.Module.parse(_inline_text(text, hooks.bodies(), hooks.shadow_global()))
+    linked = ir.Module.parse(_inline_text(text, hooks.bodies(), [hooks.shadow_global(), hooks.ring_global()]))
     _replace_body(module_op, linked)
     module_op.attributes["ldssan.device"] = ir.StringAttr.get(json.dumps(layouts))
     return layouts

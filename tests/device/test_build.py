@@ -44,6 +44,25 @@ def test_rmsnorm_builds_a_gfx1250_code_object_with_the_shadow_in_its_lds():
     assert d["elf_bytes"] > p["elf_bytes"]  # the hook bodies are in the kernel
 
 
+def test_compile_only_builds_read_the_ring_address_from_an_exported_module_global():
+    """Bound to no buffer, the hooks load the record buffer's address from `@__ldssan_ring`
+    (once per kernel: an invariant load), exported for hipModuleGetGlobal; a plain build has
+    no such global, and a build bound to a buffer (the virtual gfx1250) bakes it in."""
+    from ldssan.runtime.device import hardware as hw
+
+    case = device_diff.cases(quick=True)[0]
+    mod = load_variant(case.module, [], tag="ring_global")  # its own module: no in-process build reused
+    with building():
+        dev = capture_builds(case.call, mod)
+    plain = capture_builds(case.call, mod)
+    assert dev and plain
+    for b in dev:
+        lines = [ln.strip() for ln in b.isa.splitlines()]
+        assert hw.has_ring_global(b.elf) and f".globl\t{hw.RING_SYMBOL}" in lines
+        assert sum(hw.RING_SYMBOL + "@" in ln for ln in lines) == 1  # one address load per kernel
+    assert not any(hw.has_ring_global(b.elf) for b in plain)
+
+
 def _host_keys(col) -> dict:
     return device_diff._keys(v for r in col.results for v in r.report.violations)
 

@@ -5,7 +5,6 @@ tests/hardware/."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -21,14 +20,10 @@ from ldssan.runtime.device import DeviceLinkError, ShadowLayout, emulated
 from ldssan.runtime.device.build import building
 from ldssan.devicebuild import kernel_metadata
 from ldssan.variants import load_variant
+from tests.device import device_diff_module
 from tests.hardware import bundled
 
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "device_diff.py"
-if "device_diff" not in sys.modules:
-    _spec = importlib.util.spec_from_file_location("device_diff", _PATH)
-    sys.modules["device_diff"] = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(sys.modules["device_diff"])
-device_diff = sys.modules["device_diff"]
+device_diff = device_diff_module()
 BUNDLED = Path(bundled.__file__)
 
 

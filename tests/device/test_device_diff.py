@@ -11,17 +11,12 @@ per case on the virtual gfx1250) is in the `slow` set.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "device_diff.py"
-_spec = importlib.util.spec_from_file_location("device_diff", _PATH)
-device_diff = importlib.util.module_from_spec(_spec)
-sys.modules["device_diff"] = device_diff  # its dataclasses look their module up
-_spec.loader.exec_module(device_diff)
+from tests.device import device_diff_module
+
+device_diff = device_diff_module()
 
 CASES = {f"{c.name}[{c.policy}]": c for c in device_diff.cases(quick=True)}
 SCRATCH = {f"{c.name}[{c.policy}]": dataclasses.replace(c, scratch=True)

@@ -11,10 +11,6 @@ not link yet fails with its `DeviceLinkError`, not a skip: that is a gap to clos
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
 from ldssan import hook
@@ -24,17 +20,13 @@ from ldssan.kernels import mega_moe as M
 from ldssan.kernels import rmsnorm as R
 from ldssan.runtime.device import hardware as hw
 from ldssan.variants import load_variant
+from tests.device import device_diff_module
 from tests.hardware import bundled
 
 _REASON = hw.unavailable_reason()
 pytestmark = [pytest.mark.gfx1250, pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
 
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "device_diff.py"
-if "device_diff" not in sys.modules:
-    _spec = importlib.util.spec_from_file_location("device_diff", _PATH)
-    sys.modules["device_diff"] = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(sys.modules["device_diff"])
-device_diff = sys.modules["device_diff"]
+device_diff = device_diff_module()
 
 CASES = {
     "rmsnorm_clean": (R, [], bundled.launch_rmsnorm, 1),

@@ -6,6 +6,7 @@ same on real launches, where it must agree with the engine."""
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from ldssan.mutate.records import MutantRecord
 from ldssan.mutate.reliance import _Batch, affected, reliance
 from ldssan.mutate.syncbug import survivor_class
+from ldssan.scoped import scoped_items
 
 READ, WRITE, ATOMIC = 1, 2, 3
 SITES = {1: ("ds_write", 10), 2: ("ds_read", 12), 3: ("ds_write", 14), 7: ("barrier", 11), 8: ("barrier", 13)}
@@ -152,16 +154,18 @@ def _probe(spec: str, mutant_id: str | None):
     from ldssan.mutate.reliance import Probe
     from ldssan.mutate.worker import _cases, _load, init_worker
 
-    init_worker(None)
-    target, mutants = plan(spec)
-    edits = [] if mutant_id is None else list(next(m for m in mutants if m.id == mutant_id).edits)
-    module = _load(target, edits, tag="mutant" if edits else "clean")
-    codes = []
-    with Probe() as probe:
-        for case in _cases(target):
-            with hook.sanitize("round-robin") as col:
-                case.run(module)
-            codes += [v.code for v in col.violations]
+    # a worker's set-up turns FlyDSL's disk cache off: only for this probe, not the session's later tests
+    with scoped_items(os.environ, {"FLYDSL_RUNTIME_ENABLE_CACHE": "0"}):
+        init_worker(None)
+        target, mutants = plan(spec)
+        edits = [] if mutant_id is None else list(next(m for m in mutants if m.id == mutant_id).edits)
+        module = _load(target, edits, tag="mutant" if edits else "clean")
+        codes = []
+        with Probe() as probe:
+            for case in _cases(target):
+                with hook.sanitize("round-robin") as col:
+                    case.run(module)
+                codes += [v.code for v in col.violations]
     return probe.result(), codes, target.path
 
 

@@ -9,6 +9,7 @@ records land in a global buffer with the ring header, read back as a validated `
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from contextlib import contextmanager
@@ -86,14 +87,10 @@ class RecordBuffer:
         return Ring.from_bytes(Ring.HEADER.pack(cap, written, dropped) + body)
 
 
-_BUFFER: RecordBuffer | None = None
-
-
+@functools.cache
 def record_buffer() -> RecordBuffer:
-    global _BUFFER
-    if _BUFFER is None:
-        _BUFFER = RecordBuffer()
-    return _BUFFER
+    """The process's record buffer (kept: cached builds carry its address)."""
+    return RecordBuffer()
 
 
 def source_digest() -> str:

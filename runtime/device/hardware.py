@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
@@ -137,15 +138,10 @@ class DeviceRing:
         return ring_from_bytes(self.tensor.cpu().numpy().tobytes())
 
 
-_RING: DeviceRing | None = None
-
-
+@functools.cache
 def device_ring() -> DeviceRing:
     """The process's ring (kept: cached builds carry its address)."""
-    global _RING
-    if _RING is None:
-        _RING = DeviceRing()
-    return _RING
+    return DeviceRing()
 
 
 @dataclass

@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="run the bundled kernels on the virtual gfx1250 and show the sanitizer",
                           epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
     demo.add_argument("--policy", default="round-robin", type=policy_arg,
-                      help="scheduler policy (round-robin, reverse, random(SEED))")
+                      help="scheduler policy (round-robin, reverse, canonical, random(SEED))")
     demo.add_argument("--no-sanitize", action="store_true", help="only run the kernels and check their output")
     demo.set_defaults(fn=_cmd_demo)
     env = sub.add_parser("env", help="list the FLYDSL_LDSSAN_* options and what the virtual gfx1250 runs")

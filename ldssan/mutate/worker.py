@@ -104,9 +104,9 @@ def init_worker(cache_dir: str | None) -> None:
 
 def schedule(k: int) -> list[str]:
     """K output-check policies: every built-in policy in turn, then fresh random seeds."""
-    from ldssan.runtime.emu import ALL_POLICIES
+    from ldssan.runtime.emu.sched import OUTPUT_POLICIES
 
-    out = [str(p) for p in ALL_POLICIES[:k]]
+    out = [str(p) for p in OUTPUT_POLICIES[:k]]
     seed = 100
     while len(out) < k:
         out.append(f"random({seed})")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ldssan.runtime.emu.sched import ALL_POLICIES, Policy
+from ldssan.runtime.emu.sched import OUTPUT_POLICIES, Policy
 
 
 class RowsError(ValueError):
@@ -16,7 +16,7 @@ class RowsError(ValueError):
 
 
 def policies(runs: int, given=None) -> list[Policy]:
-    """`runs` policies: the given ones, else ALL_POLICIES then random(seed) orders with
+    """`runs` policies: the given ones, else OUTPUT_POLICIES then random(seed) orders with
     alternating copy completion (late / random / early); each is replayable from its text."""
     if given:
         try:
@@ -26,7 +26,7 @@ def policies(runs: int, given=None) -> list[Policy]:
         if len(out) < runs:
             raise RowsError(f"{len(out)} policies given for {runs} runs")
         return out[:runs]
-    out = list(ALL_POLICIES[:runs])
+    out = list(OUTPUT_POLICIES[:runs])
     comps = ("late", "random", "early")
     seed = 10
     while len(out) < runs:

@@ -75,7 +75,13 @@ class Policy:
 
     `lockstep`: the waves of a workgroup run as one lane array (`wave.LockstepCtx`), stores
     and copies landing at issue; a kernel that cannot run so (`uniformity.lockstep_refusal`)
-    runs under `per_wave`."""
+    runs under `per_wave`.
+
+    `canonical`: always advances the ready wave with the lowest (half-phase, wave index), so
+    the kernel executes in the happens-before engine's canonical order (MODEL.md section 5:
+    seg, wave, program order). Whatever sees accesses in execution order -- the device
+    runtime's shadow -- then meets them in the order the Python engine applies them. A wave
+    that spins yields to the others, as under every policy."""
 
     order: str = "round-robin"
     seed: int = 0
@@ -102,10 +108,10 @@ class Policy:
             return cls("lockstep", 0, "early")
         order, _, comp = text.partition("+")
         comp = comp or "late"
-        m = re.fullmatch(r"(round-robin|rr|reverse|random)(?:\((\d+)\))?", order.strip())
+        m = re.fullmatch(r"(round-robin|rr|reverse|canonical|random)(?:\((\d+)\))?", order.strip())
         if not m or comp not in ASYNC:
             raise ValueError(
-                f"unknown scheduler policy {text!r}: use round-robin, reverse or random(SEED), "
+                f"unknown scheduler policy {text!r}: use round-robin, reverse, canonical or random(SEED), "
                 f"optionally followed by +late, +early or +random; or lockstep")
         name = "round-robin" if m.group(1) == "rr" else m.group(1)
         return cls(name, int(m.group(2) or 0), comp)
@@ -117,8 +123,11 @@ class Policy:
         return order if self.async_completion == "late" else f"{order}+{self.async_completion}"
 
 
-ALL_POLICIES = (Policy("round-robin"), Policy("reverse"), Policy("random", 1), Policy("random", 2),
-                Policy("round-robin", 0, "early"), Policy("random", 3, "random"))
+# Output checks (campaigns, `ldssan rows`) draw their schedules from OUTPUT_POLICIES (their
+# recorded results name these); tests of "every policy" use ALL_POLICIES.
+OUTPUT_POLICIES = (Policy("round-robin"), Policy("reverse"), Policy("random", 1), Policy("random", 2),
+                   Policy("round-robin", 0, "early"), Policy("random", 3, "random"))
+ALL_POLICIES = (*OUTPUT_POLICIES, Policy("canonical"))
 
 
 @dataclass
@@ -153,6 +162,10 @@ class Scheduler:
         self.cluster_waits: dict[int, int] = {}  # wave -> its s_barrier_wait -3 so far
         self.spins = 0
         self.cursor = -1
+        # canonical order: each wave's half-phase (2 * returned waits, +1 in a signal-wait
+        # window of the workgroup barrier, as the engine's `seg`) and the waves that last spun
+        self.seg = [0] * len(waves)
+        self.spun: set[int] = set()
         self.on_wave_end = on_wave_end
         self.steps = 0
         self.budget = waves[0].budget if waves else None
@@ -165,6 +178,9 @@ class Scheduler:
         ready = self.ready
         if self.policy.order == "random":
             return ready[self.rng.randrange(len(ready))]
+        if self.policy.order == "canonical":
+            pool = [w for w in ready if w not in self.spun] or ready
+            return min(pool, key=lambda w: (self.seg[w], w))
         n = len(self.waves)
         step = -1 if self.policy.order == "reverse" else 1
         start = self.cursor if self.cursor >= 0 else (n if step < 0 else -1)
@@ -281,6 +297,7 @@ class Scheduler:
                 raise type(exc)(self._budget_message(exc, None)) from None
         kind = ev[0]
         if kind == "spin":
+            self.spun.add(w)
             self.spins += 1
             if self.spins > SPIN_LIMIT:
                 raise SpinTimeout(self._deadlock_message(
@@ -288,6 +305,9 @@ class Scheduler:
                     "progress (a spin-wait that never ends):"))
             return
         self.spins = 0
+        self.spun.clear()
+        if kind in ("barrier", "signal", "wait") and ev[1] == -1:
+            self.seg[w] += 2 if kind == "barrier" else 1
         if kind == "sync":
             return
         if kind == "barrier":

@@ -161,3 +161,40 @@ def test_a_spin_that_never_ends_is_reported_not_hung(monkeypatch):
         _spin(setter=1, resident=1)  # workgroup 1 never runs while workgroup 0 spins
     msg = str(info.value)
     assert "spin budget exhausted" in msg and "wave 0: running in 'scf.while'" in msg
+
+
+# Two LDS tickets per lane with a counter wait (a yield point) between them, then a barrier
+# and a third: the tickets give the order the waves ran in.
+TICKETS = """
+      %base = llvm.mlir.addressof @lds : !llvm.ptr<3>
+      %c1 = arith.constant 1 : i32
+      %c128 = arith.constant 128 : i32
+      %c256 = arith.constant 256 : i32
+      %a = llvm.atomicrmw add %base, %c1 monotonic : !llvm.ptr<3>, i32
+      rocdl.s.wait.dscnt 0
+      %b = llvm.atomicrmw add %base, %c1 monotonic : !llvm.ptr<3>, i32
+      gpu.barrier
+      %c = llvm.atomicrmw add %base, %c1 monotonic : !llvm.ptr<3>, i32
+      %pa = llvm.getelementptr %out[%t] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, i32
+      llvm.store %a, %pa : i32, !llvm.ptr<1>
+      %tb = arith.addi %t, %c128 : i32
+      %pb = llvm.getelementptr %out[%tb] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, i32
+      llvm.store %b, %pb : i32, !llvm.ptr<1>
+      %tc = arith.addi %t, %c256 : i32
+      %pc = llvm.getelementptr %out[%tc] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, i32
+      llvm.store %c, %pc : i32, !llvm.ptr<1>"""
+
+
+def _ticket_order(policy: str) -> list[tuple[int, int]]:
+    got = run(TICKETS, n=384, block=128, policy=policy).reshape(3, 4, 32)  # (ticket, wave, lane)
+    first = got[:, :, 0] - got.min()  # lane 0's tickets: one per (ticket, wave)
+    return sorted(((int(first[k, w]), k, w) for k in range(3) for w in range(4)))
+
+
+def test_canonical_policy_runs_each_half_phase_wave_by_wave():
+    # MODEL.md section 5's order: (half-phase, wave, program order) -- wave 0's two tickets
+    # before wave 1's first, whatever yield points sit in between; the barrier's half-phase after
+    order = [(k, w) for _v, k, w in _ticket_order("canonical")]
+    assert order == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2), (0, 3), (1, 3),
+                     (2, 0), (2, 1), (2, 2), (2, 3)]
+    assert [(k, w) for _v, k, w in _ticket_order("round-robin")] != order  # the wait is a switch point

@@ -17,7 +17,7 @@ TESTS = "def test_one():\n    pass\n\ndef test_two():\n    pass\n"
 
 # (probe, env, what the one-line error must contain)
 BAD_ENV = [
-    ("policy banana", {"FLYDSL_LDSSAN_POLICY": "banana"}, "FLYDSL_LDSSAN_POLICY='banana': unknown scheduler policy*round-robin, reverse or random(SEED)*"),
+    ("policy banana", {"FLYDSL_LDSSAN_POLICY": "banana"}, "FLYDSL_LDSSAN_POLICY='banana': unknown scheduler policy*round-robin, reverse, canonical or random(SEED)*"),
     ("ring -1", {"FLYDSL_LDSSAN_RING": "-1"}, "FLYDSL_LDSSAN_RING='-1': expected an integer from 1 to 2097152"),
     ("ring 10**9", {"FLYDSL_LDSSAN_RING": "1000000000"}, "FLYDSL_LDSSAN_RING='1000000000': expected an integer from 1 to 2097152"),
     ("batch 0", {"FLYDSL_LDSSAN_BATCH": "0"}, "FLYDSL_LDSSAN_BATCH='0': expected auto or an integer >= 1"),

@@ -4,11 +4,20 @@ Every case runs twice: once sanitized by the Python happens-before engine (`hook
 once with the device runtime's IR linked into the kernel and executed by the emulator like
 kernel code (`ldssan.runtime.device.emulated`: no Python engine; shadow updates, checks and
 records are the kernel's own LDS atomics and global stores). Both are decoded with the same
-site table and compared per grouped key (rule, cause, this site, other site); the row also
-says whether the wave and workgroup sets of each key agree, and the instance counts (the
-device writes one record per lane and granule, the engine one per access).
+site table and compared per grouped key as the report groups them (rule, cause, where this
+access and the other were written: line, column, call chain); the row also says whether
+the wave and workgroup sets of each key agree, and the instance counts (the device writes
+one record per lane of an access, the engine one per access).
 
-    python benchmarks/device_diff.py [--quick] [--only NAME_PART ...] [--json out.json]
+Cases run under the `canonical` scheduler policy -- the waves execute in the order the
+engine applies events (half-phase, wave, program order) -- because the device pairs each
+access with the shadow entries present when it executes, the engine with those present
+when it is applied: in the same order they meet the same partners. RMSNorm's bugs also run
+under round-robin, reverse and random orders (its races have one partner each). On
+hardware the order is the hardware's: a race is still found, with the same rule, but may
+be paired with another conflicting access than the engine would name (DESIGN.md).
+
+    python benchmarks/device_diff.py [--quick] [--only NAME_PART ...] [--policy P] [--json out.json]
 
 prints {"cases": n, "records_equal": k, "not_linked": m, "code_objects_elf_amdgpu": c,
 "overhead": {...}, "rows": [...]}; a case the device runtime refuses to link (asyncmark:
@@ -27,7 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -39,7 +48,9 @@ from ldssan.kernels import rmsnorm as R
 from ldssan.kernels.mega_moe_reference import moe_inputs
 from ldssan.isa.capture import EM_AMDGPU, capture_builds, elf_machine
 from ldssan.runtime.device import DeviceLinkError, emulated
+from ldssan.runtime.device import layout
 from ldssan.runtime.device.build import building
+from ldssan.runtime.records import Rule
 from ldssan.variants import Edit, load_variant
 
 
@@ -49,7 +60,7 @@ class Case:
     module: object
     call: object  # call(module) launches the kernel(s)
     edits: list = field(default_factory=list)
-    policy: str = "round-robin"
+    policy: str = "canonical"  # execution in the engine's canonical order (module docstring)
     resident: int = 1
     scratch: bool = False  # the shadow in global scratch even where LDS has room
 
@@ -129,7 +140,10 @@ def mega_moe_bugs() -> dict[str, list]:
     }
 
 
-QUICK_GEMM_BUGS = ("wait_count_plus_one", "pingpong_slot_swapped")
+# CI's: two plain ones, and the two whose naming settle.py completes (a copy completed in
+# its half-phase, a withdrawn LDS030; a §6a pair turned WAR, a cause settled later)
+QUICK_GEMM_BUGS = ("wait_count_plus_one", "pingpong_slot_swapped", "kstep_barrier_deleted",
+                   "epilogue_reuse_barrier_deleted")
 
 
 def cases(quick: bool = False) -> list[Case]:
@@ -138,7 +152,7 @@ def cases(quick: bool = False) -> list[Case]:
         (2, 510, torch.bfloat16), (2, 4096, torch.float32), (2, 8190, torch.bfloat16), (1, 8192, torch.float32)]
     for m, n, dt in shapes:
         out.append(Case(f"rmsnorm_clean_{m}x{n}_{str(dt).split('.')[-1]}", R, _rms_call(m, n, dt)))
-    policies = ["round-robin", "random(4)"] if quick else ["round-robin", "reverse", "random(4)"]
+    policies = ["canonical", "random(4)"] if quick else ["canonical", "round-robin", "reverse", "random(4)"]
     for name, edits in rmsnorm_bugs().items():
         for pol in policies:
             out.append(Case(f"rmsnorm_{name}", R, _rms_call(2, 512, torch.float32), edits, pol))
@@ -156,12 +170,23 @@ def cases(quick: bool = False) -> list[Case]:
     return out
 
 
+def _where(site) -> tuple | None:
+    """A site as the report groups it: where it was written (line, column, call chain).
+    The unrolled copies of one source op are distinct site ids, and which of them names a
+    reported group depends on the order its records arrive in -- not a difference."""
+    if site is None:
+        return None
+    if not site.known:
+        return ("?", site.id)
+    return (site.line, site.col, tuple((f.line, f.col) for f in site.chain))
+
+
 def _keys(violations) -> dict:
     out = {}
     for v in violations:
         if v.severity != "error":
             continue  # the static fence lint is not an executor's finding
-        key = (v.code, int(v.cause), v.site.id, None if v.other_site is None else v.other_site.id)
+        key = (v.code, int(v.cause), _where(v.site), _where(v.other_site))
         got = out.setdefault(key, {"waves": set(), "workgroups": set(), "count": 0})
         got["waves"] |= set(v.waves)
         got["workgroups"] |= set(v.workgroups)
@@ -200,11 +225,20 @@ def run_case(case: Case) -> dict:
         device_waves_subset=all(dev[k]["waves"] <= host[k]["waves"] for k in set(host) & set(dev)),
         workgroups_equal=all(host[k]["workgroups"] == dev[k]["workgroups"] for k in set(host) & set(dev)),
         instances={"host": sum(h["count"] for h in host.values()), "device": len(records),
-                   "device_retracted_lds030": len(ring.records()) - len(records)},
+                   **_settled(ring.records(), records)},
         dropped=ring.dropped,
         seconds={"engine": round(t1 - t0, 3), "device": round(t2 - t1, 3)},
     )
     return row
+
+
+def _settled(raw, records) -> dict:
+    """What settle.py took out of the device buffer: its internal records, withdrawn LDS030s."""
+    def uninit(rs):
+        return sum(r.rule == Rule.UNINIT_READ for r in rs)
+
+    return {"device_internal": sum(r.rule in layout.INTERNAL_RULES for r in raw),
+            "device_withdrawn_lds030": uninit(raw) - uninit(records)}
 
 
 _METADATA = (".vgpr_count", ".sgpr_count", ".group_segment_fixed_size", ".private_segment_fixed_size")
@@ -234,7 +268,16 @@ def code_object(case: Case, *, device: bool) -> dict:
 
 def _fmt(key) -> str:
     code, cause, site, other = key
-    return f"{code}/{cause} site {site} other {other}"
+    return f"{code}/{cause} at {_loc(site)} other {_loc(other)}"
+
+
+def _loc(where) -> str:
+    if where is None:
+        return "none"
+    if where[0] == "?":
+        return f"site {where[1]}"
+    line, col, chain = where
+    return f"line {line}:{col}" + "".join(f" <- {ln}" for ln, _c in chain)
 
 
 def main(argv=None) -> dict:
@@ -243,8 +286,12 @@ def main(argv=None) -> dict:
     ap.add_argument("--json", help="also write the result here")
     ap.add_argument("--only", action="append", default=[],
                     help="run only the cases whose name contains this (repeatable)")
+    ap.add_argument("--policy", help="run every case under this scheduler policy instead (e.g. round-robin: "
+                                     "how far execution order, not canonical order, changes the pairs)")
     args = ap.parse_args(argv)
     todo = [c for c in cases(args.quick) if not args.only or any(s in c.name for s in args.only)]
+    if args.policy:
+        todo = list({c.name: replace(c, policy=args.policy) for c in todo}.values())  # one row per case
     if not todo:
         raise SystemExit(f"no case matches {args.only}")
     rows = [run_case(c) for c in todo]

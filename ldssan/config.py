@@ -91,6 +91,11 @@ def _isa_mode(raw: str) -> str:
         raise ValueError("expected warn, error, off (or 1/0)") from None
 
 
+# FLYDSL_LDSSAN_DEVICE: auto, off and virtual are the Python engine's (and choose torch's GPU
+# device, ldssan.vdevice); emulated and hardware run the device runtime (ldssan.runtime.device).
+DEVICE_CHOICES = ("auto", "off", "virtual", "emulated", "hardware")
+
+
 def _policy(raw: str) -> str:
     from ldssan.runtime.emu.sched import Policy
 
@@ -104,7 +109,8 @@ OPTIONS = {
     "report": Option(f"{PREFIX}_REPORT", "", "write violations to this path (.sarif -> SARIF, else JSON)", str),
     "policy": Option(f"{PREFIX}_POLICY", "lockstep",
                      "virtual gfx1250 scheduler: lockstep (a workgroup's waves as one lane array; kernels it "
-                     "cannot run go per wave), round-robin, reverse, random(SEED), optionally +early/+random",
+                     "cannot run go per wave), round-robin, reverse, canonical, random(SEED), optionally "
+                     "+early/+random",
                      _policy),
     "ring": Option(f"{PREFIX}_RING", 4096, f"violation records kept per launch, 1..{RING_MAX} "
                    f"({RING_BUDGET_BYTES >> 20} MiB; overflow is counted)", _int_range(1, RING_MAX)),
@@ -120,8 +126,13 @@ OPTIONS = {
                   "on an uninstrumented compile-only build: warn (reported, never fails a test; 1 = warn), "
                   "error (fails like a violation), off", _isa_mode),
     "device": Option(f"{PREFIX}_DEVICE", "auto",
-                     "torch's GPU device while ldssan is on: virtual (the virtual gfx1250), off (torch's own), "
-                     "auto (virtual when torch has no GPU)", str.lower, ("auto", "virtual", "off")),
+                     "where launches are checked, and torch's GPU device: auto (the device runtime on a real "
+                     "gfx1250 when one is present, else the Python engine on the virtual gfx1250, which is "
+                     "torch's GPU when torch has none); off (the Python engine, torch's own GPU); virtual (the "
+                     "Python engine, torch's GPU always the virtual gfx1250); emulated (the device runtime's "
+                     "linked IR run on the virtual gfx1250, per-wave policy); hardware (the device runtime on "
+                     "a gfx1250 HIP device, an error naming the reason when there is none)",
+                     str.lower, DEVICE_CHOICES),
     "keep_temp": Option(f"{PREFIX}_KEEP_TEMP", False,
                         "keep ldssan's temporary files (kernel variants, test caches) at exit, for debugging",
                         _bool),

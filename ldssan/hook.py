@@ -5,6 +5,11 @@ While on, every FlyDSL kernel that is launched is compiled with the ldssan pass 
 cache never serves an instrumented build to a plain run or the reverse), executed on the
 virtual gfx1250, and checked; each host call's `LaunchResult` (its `Report`, the kernel
 name and the site table) goes to the active `Collector`.
+
+Who checks (FLYDSL_LDSSAN_DEVICE, `engine_for`): the Python engine (`runtime/shadow`), or the
+device runtime linked into the kernel (`runtime/device`), run on the virtual gfx1250
+(`emulated`) or on a gfx1250 HIP device (`hardware`). Either way the host call's records
+reach the collector as the same `SessionOutcome`, decoded the same way.
 """
 
 from __future__ import annotations
@@ -59,7 +64,36 @@ def collector() -> Collector:
     return _collector_stack[-1]
 
 
-def _make_config(policy, ring: int, batch: int, resident: int = 1) -> EmuConfig:
+# FLYDSL_LDSSAN_DEVICE -> torch's GPU device choice (ldssan.vdevice.wanted): the device
+# runtime on hardware needs torch's own GPU; emulated runs where the Python engine does
+_TORCH_DEVICE = {"auto": "auto", "off": "off", "virtual": "virtual", "emulated": "auto", "hardware": "off"}
+
+
+def engine_for(choice: str) -> str:
+    """FLYDSL_LDSSAN_DEVICE=`choice` -> who checks the launches: `python` (the Python engine
+    on the virtual gfx1250), `emulated` (the device runtime on the virtual gfx1250) or
+    `hardware` (the device runtime on a gfx1250 HIP device). `hardware` without such a
+    device is a `HardwareUnavailable` naming the reason; `auto` is `hardware` when there is
+    one, else `python`."""
+    from ldssan.runtime.device import hardware
+
+    if choice not in _TORCH_DEVICE:
+        raise ValueError(f"ldssan: device {choice!r}: expected auto, virtual or off (torch's GPU device), "
+                         "or emulated or hardware (the device runtime)")
+    if choice in ("off", "virtual", "emulated"):
+        return "emulated" if choice == "emulated" else "python"
+    reason = hardware.unavailable_reason()
+    if choice == "hardware" and reason is not None:
+        raise hardware.HardwareUnavailable(f"ldssan: FLYDSL_LDSSAN_DEVICE=hardware: {reason}")
+    return "python" if reason is not None else "hardware"
+
+
+_hardware: list = []  # the HardwareLaunches installed by enable() (FLYDSL_LDSSAN_DEVICE=hardware)
+
+
+def _make_config(policy, ring: int, batch: int, resident: int = 1, engine: str = "python"):
+    """The EmuConfig of a sanitized run; under `hardware` also the installed HardwareLaunches
+    (its caller uninstalls it), else None."""
     # FlyDSL keeps 5 user frames per location by default: too few to reach the kernel line
     # that called a helper from inside a loop body. Reports want the whole chain.
     os.environ.setdefault("FLYDSL_DEBUG_MAX_LOC_DEPTH", "16")
@@ -67,9 +101,6 @@ def _make_config(policy, ring: int, batch: int, resident: int = 1) -> EmuConfig:
     locations.install()
     if isinstance(policy, str):
         policy = Policy.parse(policy)
-    cfg = EmuConfig(policy=policy, batch=1 if callable(batch) else batch_option(batch), resident=resident,
-                    sanitize=True,
-                    pass_options=f"ring={ring}")
 
     add = collector().add
     coverage = bool(config.get("coverage"))  # read here, so a bad value fails before any launch
@@ -81,13 +112,27 @@ def _make_config(policy, ring: int, batch: int, resident: int = 1) -> EmuConfig:
     def on_finish(outcome):
         add(decode_outcome(outcome, coverage=coverage))
 
+    if engine == "emulated":
+        from ldssan.runtime.device.session import emulated_config
+
+        return emulated_config(policy, ring=ring, resident=resident, on_finish=on_finish), None
+    if engine == "hardware":
+        from ldssan.runtime.device.hardware import HardwareLaunches
+
+        launches = HardwareLaunches(capacity=ring, on_finish=on_finish)
+        launches.install()
+        return launches.config, launches
+    cfg = EmuConfig(policy=policy, batch=1 if callable(batch) else batch_option(batch), resident=resident,
+                    sanitize=True,
+                    pass_options=f"ring={ring}")
+
     def factory(sites_json, entry, view):
         if callable(batch):  # per host call, from its IR; the call's Launcher is built after this
             cfg.batch = batch(view)
         return ShadowSession(sites_json, entry, view, ring_capacity=ring, on_finish=on_finish)
 
     cfg.sanitizer_factory = factory
-    return cfg
+    return cfg, None
 
 
 def enable(*, policy: "Policy | str | None" = None, ring: int | None = None, batch: "int | str | None" = None,
@@ -95,13 +140,21 @@ def enable(*, policy: "Policy | str | None" = None, ring: int | None = None, bat
     """Sanitize every FlyDSL launch of this process (what `FLYDSL_LDSSAN=1` does).
     Every FLYDSL_LDSSAN_* option is validated first (a bad one is a `config.ConfigError`).
     `device` (default FLYDSL_LDSSAN_DEVICE): 'virtual' makes torch's GPU device the virtual
-    gfx1250 (`ldssan.vdevice`), 'off' leaves torch alone, 'auto' = virtual when torch has no GPU."""
+    gfx1250 (`ldssan.vdevice`), 'off' leaves torch alone, 'auto' = virtual when torch has no GPU
+    (and the device runtime on a gfx1250 when there is one); 'emulated' and 'hardware' check
+    with the device runtime (`engine_for`)."""
     config.validate()
     from . import vdevice
 
-    use_vdevice = vdevice.wanted(device or config.get("device"))
-    cfg = _make_config(policy or config.get("policy"), ring or config.get("ring"),
-                       config.get("batch") if batch is None else batch)
+    choice = device or config.get("device")
+    checker = engine_for(choice)
+    use_vdevice = vdevice.wanted(_TORCH_DEVICE[choice])
+    while _hardware:  # a second enable() replaces the first
+        _hardware.pop().uninstall()
+    cfg, launches = _make_config(policy or config.get("policy"), ring or config.get("ring"),
+                                 config.get("batch") if batch is None else batch, engine=checker)
+    if launches is not None:
+        _hardware.append(launches)
     frontend.set_global(cfg)
     if use_vdevice:
         vdevice.install()
@@ -113,7 +166,21 @@ def disable() -> None:
     from . import vdevice
 
     frontend.set_global(None)
+    while _hardware:
+        _hardware.pop().uninstall()
     vdevice.uninstall()
+
+
+def engine() -> str | None:
+    """Who checks the launches now: python, emulated or hardware (None: ldssan is off)."""
+    cfg = frontend.current()
+    if cfg is None or not cfg.sanitize:
+        return None
+    if "device=" not in cfg.pass_options:
+        return "python"
+    from ldssan.runtime.device.hardware import HW_OPTION
+
+    return "hardware" if HW_OPTION in cfg.pass_options else "emulated"
 
 
 def enabled() -> bool:
@@ -123,16 +190,31 @@ def enabled() -> bool:
 
 @contextmanager
 def sanitize(policy: "Policy | str" = "lockstep", *, ring: int = 4096, batch: "int | str" = "auto",
-             resident: int = 1):
+             resident: int = 1, device: str = "off"):
     """Sanitize the FlyDSL launches inside the block; yields the `Collector` of their results.
     The default `lockstep` runs a workgroup's waves, and as many workgroups as fit the lane
     budget (`batch="auto"`), as one lane array (same verdicts, faster; kernels it cannot run
     are run per wave, one workgroup at a time); output checks pass a per-wave policy.
-    `batch` may be a function of each host call's `ModuleView` returning that call's batch."""
+    `batch` may be a function of each host call's `ModuleView` returning that call's batch.
+    `device` as FLYDSL_LDSSAN_DEVICE (`engine_for`): the default 'off' is the Python engine;
+    'emulated' / 'hardware' check with the device runtime (lockstep then runs per wave).
+    torch's GPU device is left as it is."""
     col = Collector()
     _collector_stack.append(col)
+    cfg = launches = None
     try:
-        with frontend.active(_make_config(policy, ring, batch, resident)):
+        cfg, launches = _make_config(policy, ring, batch, resident, engine=engine_for(device))
+        with frontend.active(cfg):
             yield col
+    except Exception as exc:
+        if cfg is not None and cfg.pass_options.startswith("device="):
+            from ldssan.runtime.device.session import link_failure
+
+            failure = link_failure(exc)  # a link refusal reaches the caller as DeviceLinkError
+            if failure is not None:
+                raise failure from exc
+        raise
     finally:
+        if launches is not None:
+            launches.uninstall()
         _collector_stack.remove(col)

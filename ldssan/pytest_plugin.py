@@ -84,9 +84,13 @@ def pytest_configure(config):
     config.stash[_LINT] = {}
     if on:
         from . import hook
+        from .runtime.device.hardware import HardwareUnavailable
 
         policy = config.getoption("--ldssan-policy") or opts.get("policy")
-        hook.enable(policy=policy)
+        try:
+            hook.enable(policy=policy)
+        except HardwareUnavailable as exc:  # FLYDSL_LDSSAN_DEVICE=hardware here: one line, exit 4
+            raise pytest.UsageError(str(exc)) from None
 
 
 def pytest_unconfigure(config):
@@ -101,10 +105,18 @@ def pytest_report_header(config):
         return None
     mode = _setting(config, "--ldssan-mode", "mode")
     policy = config.getoption("--ldssan-policy") or opts.get("policy")
-    from . import vdevice
+    from . import hook, vdevice
+    from .runtime.emu.sched import Policy
 
     gpu = "virtual gfx1250" if vdevice.active() else "torch's own"
-    return f"ldssan: on (FLYDSL_LDSSAN=1), mode={mode}, policy={policy}, executor=virtual gfx1250, torch GPU={gpu}"
+    engine = hook.engine()
+    if engine == "python":
+        checker = f"policy={policy}, executor=virtual gfx1250"
+    elif engine == "emulated":  # lockstep runs per wave under the device runtime
+        checker = f"policy={Policy.parse(policy).per_wave}, executor=virtual gfx1250 (device runtime)"
+    else:
+        checker = "executor=gfx1250 HIP device (device runtime)"
+    return f"ldssan: on (FLYDSL_LDSSAN=1), mode={mode}, {checker}, torch GPU={gpu}"
 
 
 @pytest.hookimpl(wrapper=True)

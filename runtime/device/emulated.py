@@ -19,6 +19,7 @@ import numpy as np
 
 from ..records import Record, RecordFormatError, Ring, Rule
 from . import layout as L
+from .settle import settle
 
 DEFAULT_CAPACITY = 16384  # records the buffer holds (512 KiB)
 # The emulator's runaway guard (CPU seconds per scheduler run), raised inside `emulated()`:
@@ -104,21 +105,6 @@ def source_digest() -> str:
     return h.hexdigest()[:12]
 
 
-def retract_uninit(records: list[Record]) -> list[Record]:
-    """Drop each LDS030 whose read another wave's write raced (an LDS001/LDS002 record
-    naming that read, wave, workgroup and byte), as the host engine retracts them
-    (MODEL.md §7). Done here, on the host, because a record in the buffer cannot be
-    taken back once written."""
-    raced = set()
-    for r in records:
-        if r.rule == Rule.RAW_UNPUBLISHED:  # the read is the second access
-            raced.add((r.site, r.wave, r.workgroup, r.launch, r.lds_offset))
-        elif r.rule == Rule.WAR_REUSE:  # the read is the first
-            raced.add((r.other_site, r.other_wave, r.workgroup, r.launch, r.lds_offset))
-    return [r for r in records if not (r.rule == Rule.UNINIT_READ and
-                                       (r.site, r.wave, r.workgroup, r.launch, r.lds_offset) in raced)]
-
-
 @dataclass
 class DeviceRun:
     """What one `emulated()` block produced: the buffer and each launch's site table."""
@@ -133,11 +119,11 @@ class DeviceRun:
         return self.buffer.ring()
 
     def records(self) -> list[Record]:
-        """Every record of the block: linear workgroup ids, LDS030 retractions applied."""
+        """Every record of the block: linear workgroup ids, settled (settle.py)."""
         grids = self._grids()
         out = [replace(r, workgroup=L.linear_workgroup(r.workgroup, grids.get(r.launch)))
                for r in self.ring().records()]
-        return retract_uninit(out)
+        return settle(out)
 
     def _grids(self) -> dict[int, tuple | None]:
         done = self.config.launches if self.config is not None else []
@@ -208,13 +194,24 @@ def _no_end(ctx) -> None:
     """The wave's end is the kernel's own (`__ldssan_end`, before gpu.return)."""
 
 
-@contextmanager
-def emulated(policy="round-robin", *, capacity: int | None = None, resident: int = 1, scratch: bool = False):
-    """FlyDSL launches inside the block run instrumented, with the device runtime linked
-    in, on the virtual gfx1250. Yields a `DeviceRun`; read `run.records()` after.
-    `scratch` puts every shadow in global scratch (else only where LDS has no room)."""
-    from ..emu import frontend
+def device_policy(policy):
+    """The scheduler policy a device-runtime run uses for `policy`. Lockstep becomes
+    `canonical`: the hooks' uniform updates come from a wave's first active lane
+    (`readfirstlane`), which a workgroup run as one lane array would share across waves,
+    and in canonical order the device meets each access's partners as the engine does."""
     from ..emu.sched import Policy
+
+    policy = Policy.parse(policy) if isinstance(policy, str) else policy
+    return Policy("canonical") if policy.lockstep else policy
+
+
+@contextmanager
+def emulated(policy="canonical", *, capacity: int | None = None, resident: int = 1, scratch: bool = False):
+    """FlyDSL launches inside the block run instrumented, with the device runtime linked
+    in, on the virtual gfx1250 (`policy`: `device_policy`). Yields a `DeviceRun`; read
+    `run.records()` after. `scratch` puts every shadow in global scratch (else only where
+    LDS has no room)."""
+    from ..emu import frontend
 
     buf = record_buffer()
     buf.reset(capacity)
@@ -228,7 +225,7 @@ def emulated(policy="round-robin", *, capacity: int | None = None, resident: int
         return _Launches(buf, view)
 
     frontend.register_pass("dev", _device_pass)
-    cfg = frontend.EmuConfig(policy=Policy.parse(policy) if isinstance(policy, str) else policy, sanitize=True,
+    cfg = frontend.EmuConfig(policy=device_policy(policy), sanitize=True,
                              resident=resident,
                              pass_options=f"device={source_digest()},ctx={buf.addr:x}"
                                           + (",scratch=1" if scratch else ""),

@@ -28,12 +28,15 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import uuid
+import weakref
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from ..records import Record, RecordFormatError, Ring
 from . import layout as L
-from .emulated import DEFAULT_CAPACITY, retract_uninit
+from .emulated import _LINK_FAILURES, DEFAULT_CAPACITY
+from .session import device_records
 
 ARCH = "gfx1250"
 RING_SYMBOL = L.RING_GLOBAL  # the module global a standalone code object reads the address from
@@ -109,10 +112,12 @@ class DeviceRing:
 
         self.whole[at: at + len(data)].copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8))
 
-    def reset(self, launch: int) -> None:
-        """Empty the buffer and set the launch id the kernel stamps on its records."""
+    def reset(self, launch: int, capacity: int | None = None) -> None:
+        """Empty the buffer and set the launch id the kernel stamps on its records (and the
+        records it keeps: at most the buffer's)."""
+        cap = self.capacity if capacity is None else min(capacity, self.capacity)
         self.whole.zero_()
-        self._write(L.DESC_BYTES, L.RING_HEADER.pack(self.capacity, 0, 0, launch & 0xFFFFFFFF, 0))
+        self._write(L.DESC_BYTES, L.RING_HEADER.pack(cap, 0, 0, launch & 0xFFFFFFFF, 0))
 
     def bind_scratch(self, layout: dict, grid, lds_bytes: int) -> None:
         """Before a launch whose shadow is in global scratch (`layout` as linked, `where`
@@ -164,10 +169,9 @@ class HardwareRun:
         return linked[0].sites_json
 
     def records(self) -> list[Record]:
-        """The block's records: linear workgroup ids, LDS030 retractions applied."""
+        """The block's records: linear workgroup ids, settled (settle.py)."""
         if self._records is None:
-            recs = [replace(r, workgroup=L.linear_workgroup(r.workgroup, self.grid)) for r in self.ring.read().records()]
-            self._records = retract_uninit(recs)
+            self._records = device_records(self.ring.read(), self.grid)
         return self._records
 
 
@@ -222,3 +226,138 @@ def bind_module_global(module: int, elf: bytes, ring: DeviceRing) -> None:
     err = hip.hipMemcpyHtoD(ptr, ctypes.byref(addr), ctypes.c_size_t(8))
     if err != 0:
         raise HardwareRunError(f"ldssan device runtime: hipMemcpyHtoD to {RING_SYMBOL} failed (hipError {err})")
+
+
+# --- FLYDSL_LDSSAN_DEVICE=hardware: every FlyDSL launch of the process --------------------
+
+# In the sentinel of this process's hardware builds: FlyDSL's disk cache then never serves a
+# build another process linked (its site table was never seen here, its ring address may
+# be this process's by chance).
+_PROCESS = uuid.uuid4().hex[:12]
+
+
+@dataclass(frozen=True)
+class Built:
+    """What decoding a hardware build's records needs, taken when the build was linked."""
+
+    sites_json: str
+    coverage_json: str
+    kernels: tuple[str, ...]
+    buffers: tuple  # runtime.session.LdsBufferInfo of the kernel's own LDS
+
+
+class _ModuleOf:
+    """`view_module` takes an ir.Module; a pass has the module's operation."""
+
+    def __init__(self, op):
+        self.operation = op
+        self.body = op.regions[0].blocks[0]
+
+
+class HardwareLaunches:
+    """FLYDSL_LDSSAN_DEVICE=hardware. While installed, every FlyDSL build gets the device
+    runtime linked in with the device ring's address baked in and goes through FlyDSL's whole
+    pipeline (`config`); FlyDSL loads and launches it as any kernel; when a launch returns,
+    the ring is read back (synchronizing) and handed to `on_finish` as a `SessionOutcome`.
+    A shadow in global scratch is refused at link time (`build.Session.lds_only`).
+
+    The HIP seam is FlyDSL's call-state constructor (`jit_function._call_state_from_spec`:
+    it loads the code object; the state launches it), wrapped while installed; `inner`
+    stands in for it (tests, which have no gfx1250)."""
+
+    def __init__(self, *, capacity: int, on_finish, inner=None):
+        from ..emu.frontend import EmuConfig
+        from .emulated import source_digest
+
+        gfx1250_device()  # HardwareUnavailable, with the reason, before anything is built
+        self.ring = device_ring()
+        self.capacity = capacity
+        self.on_finish = on_finish
+        self.inner = inner
+        self.launch = 0
+        self.built: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # artifact -> Built
+        self.pending: list[Built] = []  # linked, its artifact not launched yet
+        self.config = EmuConfig(sanitize=True, pass_options=f"device={source_digest()},ctx={self.ring.addr:x},"
+                                                            f"{HW_OPTION},proc={_PROCESS}")
+        self.session = None
+        self._orig = None
+
+    def install(self) -> None:
+        from flydsl.compiler import jit_function
+
+        from ..emu import frontend
+        from .build import _ACTIVE, Session
+
+        frontend.install()
+        frontend.register_pass("dev", self._pass)
+        _LINK_FAILURES.clear()
+        self.session = Session(self.config, lds_only=True)
+        _ACTIVE.insert(0, self.session)  # under any building() block opened later
+        self._orig = jit_function._call_state_from_spec
+        jit_function._call_state_from_spec = self._call_state
+
+    def uninstall(self) -> None:
+        from flydsl.compiler import jit_function
+
+        from .build import _ACTIVE
+
+        if self._orig is not None:
+            jit_function._call_state_from_spec = self._orig
+            self._orig = None
+        if self.session in _ACTIVE:
+            _ACTIVE.remove(self.session)
+
+    def _pass(self, op, pass_=None) -> None:
+        """At the sentinel: instrument and link (build's recording pass: the site table, the
+        scratch refusal), then keep what decoding needs, and untag the module as emulator
+        input so FlyDSL's own call state launches it."""
+        from ldssan.passes.ir.irview import view_module
+
+        from .build import _recording_pass
+        from .session import kernel_buffers
+
+        _recording_pass(op, pass_)
+        view = view_module(_ModuleOf(op))
+        kernels = tuple(name for name, fn in view.functions.items() if fn.is_kernel)
+        self.pending.append(Built(op.attributes["ldssan.sites"].value, op.attributes["ldssan.coverage"].value,
+                                  kernels, kernel_buffers(view)))
+        del op.attributes["ldssan.emu"]
+
+    def _call_state(self, call_spec, artifact):
+        from ..emu import frontend
+
+        built = self.built.get(artifact)
+        if built is None and self.pending:
+            # FlyDSL builds the call state right after the build it compiled: that is the one linked last
+            built = self.built[artifact] = self.pending.pop()
+            self.pending.clear()
+        if built is None and frontend.current() is self.config and not frontend._is_emu_artifact(artifact):
+            raise HardwareRunError(f"ldssan device runtime: {getattr(artifact, '_entry', '?')}: a build this "
+                                   "process did not link was served; its records could not be named")
+        state = (self.inner or self._orig)(call_spec, artifact)
+        return state if built is None else HardwareCall(self, built, state, getattr(artifact, "_entry", ""))
+
+
+class HardwareCall:
+    """FlyDSL's call state for one linked build: each call is one launch id, read back after."""
+
+    def __init__(self, launches: HardwareLaunches, built: Built, state, entry: str):
+        self.launches, self.built, self.state, self.entry = launches, built, state, entry
+
+    def __call__(self, args_tuple):
+        from .session import outcome
+
+        hw = self.launches
+        hw.launch += 1
+        hw.ring.reset(hw.launch, hw.capacity)
+        result = self.state(args_tuple)
+        ring = hw.ring.read()
+        try:
+            # FlyDSL's launch path does not say the grid: a 2-D/3-D record cannot be linearized
+            out = outcome(ring, None, entry=self.entry, kernels=self.built.kernels, launch=hw.launch,
+                          sites_json=self.built.sites_json, coverage_json=self.built.coverage_json,
+                          buffers=self.built.buffers)
+        except ValueError as exc:
+            raise HardwareRunError(f"{exc} ({', '.join(self.built.kernels)})") from None
+        hw.on_finish(out)
+        return result

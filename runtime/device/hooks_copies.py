@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ldssan.passes.abi import CopyKind, DsKind
 
-from ..records import NO_LANE, NO_SITE, Cause, Rule
+from ..records import NO_LANE, NO_SITE, NO_WAVE, Cause, Rule
 from . import layout as L
 from .emitter import Body
 
@@ -97,45 +97,36 @@ class CopyHooks:
             b.st(done_w, upto)
         b.st(b.word(*self._cw(ws, j, L.C_LASTWAIT)), seq)
 
-    def _copy_signal(self, b: Body, ws: str, slot: str) -> None:
+    def _copy_signal(self, b: Body, me: dict, slot: str) -> None:
         """A signal publishes the copy counters' completion too (acc[k], MODEL.md §3.9)."""
+        ws = me["ws"]
         for j in range(L.COPY_COUNTERS):
             for src, dst in ((L.C_DONE, L.C_SIG_DONE), (L.C_LASTWAIT, L.C_SIG_LASTWAIT)):
                 b.st(b.word(ws, L.WAVE_WORDS + j * L.CTR_WORDS + dst, slot), b.ld(b.word(*self._cw(ws, j, src))))
         b.st(b.word(ws, L.SIG_DS, slot), b.ld(b.word(ws, L.SEQ)))
-        self._resolve(b, ws)
+        self._seg_boundary(b, me, final=True)
 
-    def _defer(self, b: Body, pending: tuple, index: str, rule: str) -> None:
-        """Remember record `index` in wave v's pending table: its cause is final at v's
-        next signal or end (hooks `_resolve`)."""
-        cond, v, ctr, seq = pending
-        with b.if_(cond):
-            n_w = self._wave_word(b, v, L.PEND_N)
-            n = b.ld(n_w)
-            with b.if_(b.cmp("ult", n, b.c(L.PEND))):
-                e = self._wave_word(b, v, b.add(b.mul(n, b.c(3)), b.c(L.PEND_AT)))
-                b.st(e, index)
-                b.st(b.word(e, 1), b.or_(rule, b.shl(ctr, b.c(8))))
-                b.st(b.word(e, 2), seq)
-                b.st(n_w, b.add(n, b.c(1)))
-
-    def _resolve(self, b: Body, ws: str) -> None:
-        """At this wave's signal or end: each pending record whose copy the wave has
-        completed by now becomes COPY_WAITED_NOT_PUBLISHED (classify._copy_cause's `later`)."""
-        n_w = b.word(ws, L.PEND_N)
-        with b.for_(b.c(0), b.ld(n_w)) as i:
-            e = b.word(ws, L.PEND_AT, b.mul(i, b.c(3)))
-            meta = b.ld(b.word(e, 1))
-            ctr = b.shr(meta, b.c(8))
-            j = b.sub(b.umax(ctr, b.c(1)), b.c(1))
-            done = b.ld(b.word(ws, L.WAVE_WORDS + L.C_DONE, b.mul(j, b.c(L.CTR_WORDS))))
-            with b.if_(b.cmp("uge", done, b.ld(b.word(e, 2)))):
-                idx = b.let(f"arith.extui {b.ld(e)} : i32 to i64")
-                at = b.add(b.add(self._ring(b), b.c(L.RECORDS_AT, "i64"), "i64"), b.mul(idx, b.c(32, "i64"), "i64"),
-                           "i64")
-                word = b.or_(b.and_(meta, b.c(0xFF)), b.c(int(Cause.COPY_WAITED_NOT_PUBLISHED) << 16))
-                b.emit(f"llvm.store {word}, {b.global_ptr(at)} : i32, !llvm.ptr<1>")
-        b.st(n_w, b.c(0))
+    def _seg_boundary(self, b: Body, me: dict, *, final: bool) -> None:
+        """The wave leaves a half-phase: at a returned wait, or (`final`) at a signal or its
+        end, the point whose state classify.py reads as "its next signal or end". If a
+        record is waiting on this wave (layout.SEG_FLAG: settle.py), one R_SEG_CLOSE record
+        per copy counter says which copies the wave issued and completed within the
+        half-phase, and its DONE here."""
+        if not self.lay.copies:
+            return
+        ws = me["ws"]
+        flag = b.word(ws, L.SEG_FLAG)
+        with b.if_(b.all_(b.cmp("ne", b.ld(flag), b.c(0)), self._leader(b, me))):
+            for j in range(L.COPY_COUNTERS):
+                lo = b.umax(b.ld(b.word(*self._cw(ws, j, L.C_SEQ0))), b.ld(b.word(*self._cw(ws, j, L.C_DONE0))))
+                hi = b.ld(b.word(*self._cw(ws, j, L.C_DONE)))
+                self._record(b, me, L.R_SEG_CLOSE, j + 1, lo, hi, b.c(0), me["wave"], b.c(NO_WAVE),
+                             b.c(int(final)), b.c(NO_LANE))
+        if final:  # a record waiting for the next signal or end still waits after a wait
+            b.st(flag, b.c(0))
+        for j in range(L.COPY_COUNTERS):
+            b.st(b.word(*self._cw(ws, j, L.C_SEQ0)), b.ld(b.word(*self._cw(ws, j, L.C_SEQ))))
+            b.st(b.word(*self._cw(ws, j, L.C_DONE0)), b.ld(b.word(*self._cw(ws, j, L.C_DONE))))
 
     def end(self) -> str:
         """§3.11 at the kernel's return: every copy still outstanding is LDS013 (WAVE_END;
@@ -156,6 +147,6 @@ class CopyHooks:
                                      me["wave"], me["wave"], b.c(NO_LANE), b.c(NO_LANE))
                 b.st(b.word(*self._cw(ws, j, L.C_END_DONE)), done)
             b.st(b.word(ws, L.END_DS), b.ld(b.word(ws, L.SEQ)))
-            self._resolve(b, ws)
+            self._seg_boundary(b, me, final=True)
         b.st(b.word(ws, L.ENDED), b.c(1))
         return self._func("__ldssan_end", "", b)

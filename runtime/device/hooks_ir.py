@@ -101,7 +101,7 @@ class Hooks(CopyHooks, Naming):
 
     def _record(self, b: Body, me: dict, rule: int | str, cause: int | str, site: str, other: str,
                 offset: str, wave: str, other_wave: str, lane: str, other_lane: str, extra: int | str = 0,
-                event: dict | None = None, pending: tuple | None = None) -> None:
+                event: dict | None = None) -> None:
         """Append one 32-byte record: an atomic cursor on the header's `written`; past the
         capacity only `dropped` is counted (runtime/records.py's Ring contract). With the
         access `event` (modules with copies), a record equal in key to one this wave already
@@ -111,7 +111,7 @@ class Hooks(CopyHooks, Naming):
 
         fields = [val(x) for x in (rule, cause, site, other, offset, wave, other_wave, lane, other_lane, extra)]
         if event is None or not self.lay.copies:
-            self._write_record(b, me, fields, pending)
+            self._write_record(b, me, fields)
             return
         key = [b.or_(b.or_(val(rule), b.shl(val(cause), b.c(8))), b.shl(other_wave, b.c(16))), site, other,
                b.or_(event["seq"], b.shl(event["ctr"], b.c(28)))]
@@ -121,9 +121,9 @@ class Hooks(CopyHooks, Naming):
         with b.if_(b.not_(hit)):
             for i, k in enumerate(key):
                 b.st(b.word(slot, i), k)
-            self._write_record(b, me, fields, pending)
+            self._write_record(b, me, fields)
 
-    def _write_record(self, b: Body, me: dict, fields: list, pending: tuple | None = None) -> None:
+    def _write_record(self, b: Body, me: dict, fields: list) -> None:
         rule, cause, site, other, offset, wave, other_wave, lane, other_lane, extra = fields
         base = self._ring(b)
         written = b.global_ptr(b.add(base, b.c(L.WRITTEN_AT, "i64"), "i64"))
@@ -143,8 +143,6 @@ class Hooks(CopyHooks, Naming):
             for i, w in enumerate(words):
                 p = b.global_ptr(b.add(rec, b.c(4 * i, "i64"), "i64"))
                 b.emit(f"llvm.store {w}, {p} : i32, !llvm.ptr<1>")
-            if pending is not None:
-                self._defer(b, pending, b.let(f"arith.trunci {at} : i64 to i32"), rule)
         with b.if_(b.not_(fits)):
             dropped = b.global_ptr(b.add(base, b.c(L.DROPPED_AT, "i64"), "i64"))
             b.let(f"llvm.atomicrmw add {dropped}, {b.c(1, 'i64')} monotonic : !llvm.ptr<1>, i64")
@@ -205,10 +203,10 @@ class Hooks(CopyHooks, Naming):
         return {"site1": b.ld(b.word(slot, L.E_SITE)), "seq": b.ld(b.word(slot, L.E_SEQ)),
                 "seg": b.ld(b.word(slot, L.E_SEG)), "wave": b.and_(who, b.c(0xFF)),
                 "lane": b.and_(b.shr(who, b.c(8)), b.c(0xFF)), "kind": b.and_(b.shr(who, b.c(L.WHO_OP)), b.c(0xF)),
-                "ctr": b.shr(who, b.c(L.WHO_CTR))}
+                "ctr": b.and_(b.shr(who, b.c(L.WHO_CTR)), b.c(0xF)), "who": who}
 
     def _check(self, b: Body, me: dict, p: dict, slot: str, a: dict, nwait: str, byte: str, *,
-               clear: bool) -> None:
+               clear: bool, served: str, wslot: str) -> None:
         """Check entry `p` (loaded from `slot`) against access `a`; with `clear`, an entry
         that happens before `a` is dropped (a write supersedes it, MODEL.md §4.4)."""
         atomic = b.c(DsKind.ATOMIC)
@@ -216,17 +214,28 @@ class Hooks(CopyHooks, Naming):
             both_atomic = b.all_(b.cmp("eq", p["kind"], atomic), b.cmp("eq", a["kind"], atomic))
             ordered = self._ordered(b, me, p, a, nwait)
             with b.if_(b.all_(b.not_(ordered), b.not_(both_atomic))):
-                self._pair(b, me, p, a, byte)
+                self._pair(b, me, p, a, byte, served, wslot)
+                # §7: a write racing a read that found the granule never written: that
+                # read's LDS030 is withdrawn (settle.py drops it)
+                uninit = b.cmp("ne", b.and_(p["who"], b.c(L.F_UNINIT)), b.c(0))
+                with b.if_(b.all_(uninit, b.cmp("ne", a["kind"], b.c(DsKind.READ)))):
+                    self._record(b, me, L.R_RETRACT, Cause.NONE, b.sub(p["site1"], b.c(1)), b.c(NO_SITE), byte,
+                                 p["wave"], p["wave"], p["lane"], b.c(NO_LANE), self._seq16(b, p["seq"]), event=a)
             if clear:
                 with b.if_(ordered):
                     b.st(b.word(slot, L.E_SITE), b.c(0))
 
-    def _put(self, b: Body, slot: str, a: dict) -> None:
+    @staticmethod
+    def _seq16(b: Body, seq: str) -> str:
+        return b.and_(seq, b.c(0xFFFF))
+
+    def _put(self, b: Body, slot: str, a: dict, flags: str | None = None) -> None:
         b.st(b.word(slot, L.E_SITE), a["site1"])
         b.st(b.word(slot, L.E_SEQ), a["seq"])
         b.st(b.word(slot, L.E_SEG), a["seg"])
         who = b.or_(b.or_(a["wave"], b.shl(a["lane"], b.c(8))), b.shl(a["kind"], b.c(L.WHO_OP)))
-        b.st(b.word(slot, L.E_WHO), b.or_(who, b.shl(a["ctr"], b.c(L.WHO_CTR))))
+        who = b.or_(who, b.shl(a["ctr"], b.c(L.WHO_CTR)))
+        b.st(b.word(slot, L.E_WHO), who if flags is None else b.or_(who, flags))
 
     # ------------------------------------------------------------------ one access
     def _offset(self, b: Body, ptr: str, nbytes: str) -> tuple[str, str]:
@@ -256,28 +265,55 @@ class Hooks(CopyHooks, Naming):
 
     def _granule(self, b: Body, me: dict, a: dict, g: str, byte: str, nwait: str) -> None:
         """Publish `a` in granule g's shadow row, then check the row's other entries."""
-        lay = self.lay
-        row = b.mul(g, b.c(lay.slots_per_granule * L.ENTRY_WORDS))
+        lay, c = self.lay, b.c
+        row = b.mul(g, c(lay.slots_per_granule * L.ENTRY_WORDS))
         wslot = b.word(row, lay.granule_base)
-        is_read = b.cmp("eq", a["kind"], b.c(DsKind.READ))
+        pslot = b.word(wslot, L.ENTRY_WORDS)  # the write the last one superseded (§6a)
+
+        def rslot(v):
+            return b.word(wslot, b.mul(b.add(v, c(2)), c(L.ENTRY_WORDS)))
+
+        is_read = b.cmp("eq", a["kind"], c(DsKind.READ))
+        prev = self._entry(b, wslot)
+        written = b.cmp("ne", prev["site1"], c(0))
+        before = b.all_(written, self._ordered(b, me, prev, a, nwait))  # the last write happened before a
+        uninit = b.all_(b.not_(written), b.cmp("ne", a["kind"], c(DsKind.WRITE)))
+        flags = b.or_(b.select(uninit, c(L.F_UNINIT), c(0)), b.select(b.all_(is_read, before), c(L.F_SERVED), c(0)))
         # Publish this access's entry before looking at the others': two waves racing
         # through these lines then see at least one of each other (a record write is a
         # yield point of the virtual gfx1250, and a real one interleaves).
-        prev = self._entry(b, wslot)
         with b.if_(is_read):
-            self._put(b, b.word(wslot, b.mul(b.add(me["wave"], b.c(1)), b.c(L.ENTRY_WORDS))), a)
+            self._put(b, rslot(me["wave"]), a, flags)
         with b.if_(b.not_(is_read)):
-            self._put(b, wslot, a)
-        written = b.cmp("ne", prev["site1"], b.c(0))
-        with b.if_(b.all_(b.not_(written), b.cmp("ne", a["kind"], b.c(DsKind.WRITE)))):
-            # §4.3: LDS030 (atomics read too); retracted on the host if a write raced it
-            self._record(b, me, Rule.UNINIT_READ, Cause.NONE, b.sub(a["site1"], b.c(1)), b.c(NO_SITE), byte,
-                         me["wave"], b.c(NO_WAVE), a["lane"], b.c(NO_LANE), event=a)
-        self._check(b, me, prev, wslot, a, nwait, byte, clear=False)
+            for i in range(L.ENTRY_WORDS):
+                b.st(b.word(pslot, i), b.ld(b.word(wslot, i)))
+            self._put(b, wslot, a, flags)
+        with b.if_(uninit):
+            # §4.3: LDS030 (atomics read too); withdrawn if a write raced it (R_RETRACT)
+            self._record(b, me, Rule.UNINIT_READ, Cause.NONE, b.sub(a["site1"], c(1)), c(NO_SITE), byte,
+                         me["wave"], c(NO_WAVE), a["lane"], c(NO_LANE), self._seq16(b, a["seq"]), event=a)
+        self._consume(b, me, a, prev, wslot, b.all_(is_read, before), byte)
+        # §6a fact 1 for a read meeting a racing write: the write that one superseded
+        # happened before the read
+        sup = self._entry(b, pslot)
+        served = b.all_(is_read, b.cmp("ne", sup["site1"], c(0)), self._ordered(b, me, sup, a, nwait))
+        self._check(b, me, prev, wslot, a, nwait, byte, clear=False, served=served, wslot=wslot)
         with b.if_(b.not_(is_read)):  # §4.4: a write checks every wave's read slot
-            with b.for_(b.c(0), b.c(lay.waves)) as v:
-                rslot = b.word(wslot, b.mul(b.add(v, b.c(1)), b.c(L.ENTRY_WORDS)))
-                self._check(b, me, self._entry(b, rslot), rslot, a, nwait, byte, clear=True)
+            with b.for_(c(0), c(lay.waves)) as v:
+                r = rslot(v)
+                e = self._entry(b, r)
+                served = b.cmp("ne", b.and_(e["who"], c(L.F_SERVED)), c(0))
+                self._check(b, me, e, r, a, nwait, byte, clear=True, served=served, wslot=wslot)
+
+    def _consume(self, b: Body, me: dict, a: dict, w: dict, wslot: str, ordered_read: str, byte: str) -> None:
+        """§6a fact 2: a read of a later half-phase ordered after a write named in a §6a
+        pair (F_HELD) consumed it: an R_CONSUMED record (once per granule) for settle.py."""
+        c = b.c
+        held = b.cmp("ne", b.and_(w["who"], c(L.F_HELD)), c(0))
+        with b.if_(b.all_(ordered_read, held, b.cmp("ult", w["seg"], a["seg"]))):
+            b.st(b.word(wslot, L.E_WHO), b.and_(w["who"], c(~L.F_HELD)))
+            self._record(b, me, L.R_CONSUMED, Cause.NONE, c(NO_SITE), b.sub(w["site1"], c(1)), byte, me["wave"],
+                         w["wave"], c(NO_LANE), c(NO_LANE), self._seq16(b, w["seq"]), event=a)
 
     # ------------------------------------------------------------------ the hooks
     def ds(self) -> str:
@@ -349,6 +385,7 @@ class Hooks(CopyHooks, Naming):
             pending = b.cmp("ugt", nsig, nwait)
             with b.if_(pending):
                 b.st(b.word(ws, L.NWAIT), b.add(nwait, b.c(1)))
+                self._seg_boundary(b, me, final=False)  # the signal-wait window's half-phase is over
             with b.if_(b.all_(b.not_(pending), self._leader(b, me))):  # §3.10: a wait with no signal
                 self._record(b, me, Rule.BARRIER_DIVERGENCE, Cause.BARRIER_MISMATCH, "%site", b.c(NO_SITE),
                              b.c(0), me["wave"], b.c(NO_WAVE), b.c(NO_LANE), b.c(NO_LANE))
@@ -380,7 +417,7 @@ class Hooks(CopyHooks, Naming):
         b.st(b.word(ws, b.add(slot, b.c(L.SIG_DONE))), b.ld(b.word(ws, L.DONE)))
         b.st(b.word(ws, b.add(slot, b.c(L.SIG_LASTWAIT))), b.ld(b.word(ws, L.LASTWAIT)))
         if lay.copies:
-            self._copy_signal(b, ws, slot)
+            self._copy_signal(b, me, slot)
         b.st(b.word(ws, L.LASTSIG), site1)
         b.st(b.word(ws, L.NSIG), b.add(nsig, b.c(1)))
 

@@ -6,7 +6,7 @@ word offsets are defined, for the IR generator (`hooks_ir.py`), the linker and t
 All shadow fields are 32-bit words. Sizes, with W waves per workgroup, S sites in the
 module and B bytes of kernel LDS (static + dynamic; G = ceil(B / GRANULE) granules):
 
-    words = W * wave_words + PHASE_SLOTS * 2 + W * S + G * (1 + W) * ENTRY_WORDS
+    words = W * wave_words + PHASE_SLOTS * 2 + W * S + G * (2 + W) * ENTRY_WORDS
     wave_words = WAVE_WORDS, or COPY_WAVE_WORDS when the module issues async/TDM copies
 """
 
@@ -36,7 +36,9 @@ COMP_SLOTS = 8  # the newest completions kept: (done after the wait, seg there, 
 C_COMP = C_NCOMP + 1
 FLIGHT = 32  # the sites of the newest FLIGHT copies (for LDS013): slot seq % FLIGHT
 C_SITES = C_COMP + 3 * COMP_SLOTS
-CTR_WORDS = C_SITES + FLIGHT
+C_SEQ0 = C_SITES + FLIGHT  # SEQ when the wave's current half-phase began
+C_DONE0 = C_SEQ0 + 1  # DONE then
+CTR_WORDS = C_DONE0 + 1
 COPY_COUNTERS = 2
 SIG_DS = WAVE_WORDS + COPY_COUNTERS * CTR_WORDS  # PHASE_SLOTS words: SEQ at the signal of phase k
 END_DS = SIG_DS + PHASE_SLOTS  # SEQ at the wave's end
@@ -45,17 +47,33 @@ END_DS = SIG_DS + PHASE_SLOTS  # SEQ at the wave's end
 # (rule | cause << 8 | other wave << 16, site, other site, the access's seq | counter << 28).
 DEDUP = 8
 DEDUP_AT = END_DS + 1
-# Records whose cause waits on this wave's next signal or end (COPY_NOT_WAITED until the
-# wave completes the copy by then: COPY_WAITED_NOT_PUBLISHED): PEND entries of 3 words
-# (record index, rule | counter << 8, the copy's seq), patched by the wave at that point.
-PEND = 8
-PEND_N = DEDUP_AT + 4 * DEDUP
-PEND_AT = PEND_N + 1
-COPY_WAVE_WORDS = PEND_AT + 3 * PEND
+# 1: a record is waiting on this wave's next half-phase boundary (an R_SEG_CLOSE record
+# there; settle.py)
+SEG_FLAG = DEDUP_AT + 4 * DEDUP
+COPY_WAVE_WORDS = SEG_FLAG + 1
 
 # Access kinds in an entry's WHO word: the op (abi.DsKind numbering: 1 read, 2 write,
-# 3 atomic) at bit 16, the counter at bit 20 (0 ds, 1 async, 2 tensor).
+# 3 atomic) at bit 16, the counter at bit 20 (0 ds, 1 async, 2 tensor), then flags:
+# F_UNINIT the access read the granule never written (its LDS030 may be retracted),
+# F_SERVED a read whose granule's last write happened before it (MODEL.md §6a fact 1),
+# F_HELD a write named in a §6a pair (a later ordered read of a later half-phase consumes it).
 WHO_OP, WHO_CTR = 16, 20
+F_UNINIT, F_SERVED, F_HELD = 1 << 24, 1 << 25, 1 << 26
+
+# Records the host settles (settle.py) before decoding: flags in a record's cause word, the
+# access's counter sequence (low 16 bits) in `extra`, and three internal rules that never
+# reach a report.
+CAUSE_MASK = 0xFF
+CAUSE_PENDING = 1 << 15  # an LDS010 that becomes LDS001 if its copy completes in its half-phase
+CAUSE_LATER = 1 << 12  # COPY_NOT_WAITED unless the copy's wave completed it by its next signal or end
+CAUSE_6A = 1 << 14  # a served read raced by a write in its half-phase (the RAW form)
+CAUSE_READ_COPY = 1 << 13  # the read of that pair is a FROM_LDS copy (LDS012 in the WAR form)
+CAUSE_CTR_SHIFT = 8  # the copy's counter (1 async, 2 tensor) of a CAUSE_PENDING record
+R_RETRACT = 0xFC  # site, wave, extra: that read's LDS030 was raced by a write
+R_SEG_CLOSE = 0xFD  # wave, cause = counter: its copies (site, other_site] completed in their
+# half-phase, other_site = its DONE there, lane = 1 at a signal or the end (0: a returned wait)
+R_CONSUMED = 0xFE  # other_site, other_wave, extra: that write was read, ordered, in a later half-phase
+INTERNAL_RULES = (R_RETRACT, R_SEG_CLOSE, R_CONSUMED)
 
 # Global-scratch placement: a launch descriptor DESC_BYTES before the ring, written by
 # the host before every launch (`emulated.py`; on hardware the launcher): the slot array's
@@ -130,7 +148,8 @@ class ShadowLayout:
 
     @property
     def slots_per_granule(self) -> int:
-        return 1 + self.waves  # the last writer, then one read slot per wave
+        # the last writer, the write it superseded (§6a), then one read slot per wave
+        return 2 + self.waves
 
     @property
     def words(self) -> int:

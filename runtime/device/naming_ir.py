@@ -23,10 +23,12 @@ class Naming:
         j = b.sub(b.umax(ctr, b.c(1)), b.c(1))
         return self._wave_word(b, wave, b.word(b.mul(j, b.c(L.CTR_WORDS)), L.WAVE_WORDS + field, extra))
 
-    def _pair(self, b: Body, me: dict, p: dict, a: dict, byte: str) -> None:
+    def _pair(self, b: Body, me: dict, p: dict, a: dict, byte: str, served: str, wslot: str) -> None:
         """Name a conflicting pair and record it: `p` the shadow entry, `a` the access being
         executed. First/second is canonical: one wave's entry first (program order); else
-        the lower half-phase; in one half-phase the write, between two writes the lower wave."""
+        the lower half-phase; in one half-phase the write, between two writes the lower wave.
+        `served` (i1): the read of the pair had its data from a write ordered before it
+        (MODEL.md §6a fact 1); `wslot` the granule's writer slot."""
         read = b.c(DsKind.READ)
         p_w, a_w = b.cmp("ne", p["kind"], read), b.cmp("ne", a["kind"], read)
         same_seg = b.cmp("eq", p["seg"], a["seg"])
@@ -43,10 +45,29 @@ class Naming:
         rule = b.select(b.not_(s["w"]), b.select(f["copy"], c(Rule.DMA_READ_BEFORE_WAIT), c(Rule.RAW_UNPUBLISHED)),
                         b.select(b.not_(f["w"]), b.select(f["copy"], c(Rule.DMA_OVERLAP), c(Rule.WAR_REUSE)),
                                  b.select(b.any_(f["copy"], s["copy"]), c(Rule.DMA_OVERLAP), c(Rule.WAW))))
-        rule, cause, extra, pending = self._cause(b, me, f, s, rule)
+        rule, cause, extra, later, unpub = self._cause(b, me, f, s, rule)
+        # §6a: written as the canonical RAW, flagged; settle.py makes it the WAR at the write
+        # if a later half-phase consumed the write (an R_CONSUMED record, hooks_ir._consume)
+        short = b.cmp("ule", f["seq"], c(0xFFFF))  # the flags carry the write's seq in 16 bits
+        sixa = b.all_(served, short, b.cmp("ne", p["wave"], a["wave"]), same_seg, b.cmp("ne", p_w, a_w, "i1"))
+        cause = b.or_(cause, b.select(sixa, b.or_(c(L.CAUSE_6A), b.select(s["copy"], c(L.CAUSE_READ_COPY), c(0))),
+                                      c(0)))
+        with b.if_(sixa):
+            who = b.word(wslot, L.E_WHO)
+            b.st(who, b.or_(b.ld(who), c(L.F_HELD)))
+        flagged = sixa
+        if unpub is not None:
+            # what f's wave does later settles the cause (settle.py, from its R_SEG_CLOSE)
+            later, unpub = b.all_(later, short), b.all_(unpub, short)
+            ctr = b.shl(f["ctr"], c(L.CAUSE_CTR_SHIFT))
+            cause = b.or_(cause, b.select(later, b.or_(c(L.CAUSE_LATER), ctr), c(0)))
+            cause = b.or_(cause, b.select(unpub, b.or_(c(L.CAUSE_PENDING), ctr), c(0)))
+            with b.if_(b.any_(later, unpub)):
+                b.st(self._wave_word(b, f["wave"], L.SEG_FLAG), c(1))
+            flagged = b.any_(sixa, later, unpub)
+        extra = b.select(flagged, f["seq"], extra)
         self._record(b, me, rule, cause, b.sub(s["site1"], c(1)), b.sub(f["site1"], c(1)), byte,
-                     s["wave"], f["wave"], s["lane"], f["lane"], extra, event=a,
-                     pending=None if pending is None else (pending, f["wave"], f["ctr"], f["seq"]))
+                     s["wave"], f["wave"], s["lane"], f["lane"], extra, event=a)
 
     def _cause(self, b: Body, me: dict, f: dict, s: dict, rule: str) -> tuple:
         """(rule, cause, extra, i1 the cause waits on f's wave's next signal or end) of
@@ -70,9 +91,9 @@ class Naming:
         at_sig = b.any_(same_phase, b.not_(before))
         cause = b.select(at_sig, unpub_cause, ds_cause)
         if not self.lay.copies:
-            return rule, cause, c(0), None
+            return rule, cause, c(0), None, None
         # copies: the unpublished branch (1-3), the signal branch (4), the same wave
-        r1, c1 = self._unpublished(b, f, s, v, rule, unpub_cause, a_f, a_s)
+        r1, c1, open1 = self._unpublished(b, f, s, v, rule, unpub_cause, a_f, a_s)
         r4, c4, x4, open4 = self._copy_at_signal(b, f, v, kv, rule)
         lw_now = b.ld(self._cword(b, me["wave"], f["ctr"], L.C_LASTWAIT))
         r0, c0, x0 = self._copy_cause(b, f, rule, lw_now, None)
@@ -86,8 +107,11 @@ class Naming:
         rule = b.select(same, r0, b.select(f["copy"], r_copy, rule))
         cause = b.select(same, c0, b.select(f["copy"], c_copy, cause))
         extra = b.select(same, x0, b.select(f["copy"], x_copy, c(0)))
-        pending = b.all_(b.not_(same), f["copy"], b.not_(at_sig), open4, b.cmp("eq", cause, c(Cause.COPY_NOT_WAITED)))
-        return rule, cause, extra, pending
+        # what v's later state may still change (settle.py): COPY_NOT_WAITED at a signal, a
+        # copy v may still complete in its half-phase
+        later = b.all_(b.not_(same), f["copy"], b.not_(at_sig), open4, b.cmp("eq", cause, c(Cause.COPY_NOT_WAITED)))
+        unpub = b.all_(b.not_(same), f["copy"], at_sig, open1)
+        return rule, cause, extra, later, unpub
 
     def _completion(self, b: Body, wave: str, ctr: str, seq: str) -> tuple[str, str, str]:
         """(found, seg, ds seq) at the wait that completed copy `seq` of `wave`: the kept
@@ -106,13 +130,20 @@ class Naming:
 
     def _unpublished(self, b: Body, f: dict, s: dict, v: str, rule: str, cause: str, a_f: str, a_s: str):
         """classify._unpublished: a copy its wave completed in the half-phase it issued it
-        in is LDS001 (the data was there; only the publishing barrier is missing)."""
+        in is LDS001 (the data was there; only the publishing barrier is missing). Also
+        i1: not yet, but v is still in that half-phase (the host answers with v's final
+        state; here the record is pending until v's next signal or end)."""
         c = b.c
         closed = b.any_(b.cmp("eq", b.and_(f["seg"], c(1)), c(0)), b.cmp("ult", a_f, a_s))
         found, seg, _ds = self._completion(b, v, f["ctr"], f["seq"])
-        hit = b.all_(b.cmp("eq", rule, c(Rule.DMA_READ_BEFORE_WAIT)), closed, found, b.cmp("eq", seg, f["seg"]))
+        can = b.all_(b.cmp("eq", rule, c(Rule.DMA_READ_BEFORE_WAIT)), closed)
+        hit = b.all_(can, found, b.cmp("eq", seg, f["seg"]))
         new_cause = b.select(b.cmp("eq", cause, c(Cause.NO_BARRIER)), c(Cause.COPY_WAITED_UNPUBLISHED), cause)
-        return b.select(hit, c(Rule.RAW_UNPUBLISHED), rule), b.select(hit, new_cause, cause)
+        ws = b.mul(v, c(self.lay.wave_words))
+        _n, _w, v_seg = self._seg(b, ws)
+        running = b.all_(b.cmp("eq", v_seg, f["seg"]), b.cmp("eq", b.ld(b.word(ws, L.ENDED)), c(0)))
+        return (b.select(hit, c(Rule.RAW_UNPUBLISHED), rule), b.select(hit, new_cause, cause),
+                b.all_(can, b.not_(hit), running))
 
     def _copy_at_signal(self, b: Body, f: dict, v: str, kv: str, rule: str):
         """Cause 4 for a copy: v's state at its signal kv, its next signal (or end); and

@@ -231,17 +231,20 @@ def _split_pipeline(base_pm, pipeline: str):
     body = inner[len(prefix):-1]
     at = body.index(SENTINEL + "{")
     before = body[:at].rstrip(",")
-    sentinel = body[at:]
-    if "," in sentinel.split("}", 1)[1]:
-        raise RuntimeError("ldssan: passes after the ldssan sentinel are not supported")
+    sentinel, _, after = body[at:].partition("}")
+    after = after.lstrip(",")
     mode = "san" if "mode=san" in sentinel else "emu"
     if mode == "san" and ",device=" in sentinel:
         mode = "dev"  # instrumented, then the device runtime linked in (ldssan.runtime.device)
+    if after and mode != "dev":
+        raise RuntimeError("ldssan: passes after the ldssan sentinel are not supported")
     pm = base_pm("builtin.module")
     if before:
         pm.add(before)
     # a device build without its linker must not run as a plain one
     pm.add(_pass_registry[mode] if mode == "dev" else _pass_registry.get(mode, _mark_emu), name=f"ldssan-{mode}")
+    if after:  # a device build's lowering (FlyDSL runs its pipeline as one text unless it dumps IR)
+        pm.add(after)
     return pm
 
 

@@ -5,6 +5,7 @@ keep device, sanitized and plain builds apart."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import torch
 
@@ -14,9 +15,9 @@ from ldssan import hook
 from ldssan.decode import decode
 from ldssan.kernels import gemm as G
 from ldssan.kernels import rmsnorm as R
-from ldssan.runtime.device import DeviceLinkError, ShadowLayout, emulated, record_buffer, retract_uninit
+from ldssan.runtime.device import DeviceLinkError, ShadowLayout, emulated, record_buffer, settle
 from ldssan.runtime.device import layout as L
-from ldssan.runtime.records import NO_SITE, Record, Ring, Rule
+from ldssan.runtime.records import NO_SITE, Cause, Record, Ring, Rule
 from ldssan.variants import Edit, load_variant
 
 
@@ -101,22 +102,60 @@ def test_the_engine_still_runs_after_a_device_build_of_the_same_kernel():
     assert run.records()
 
 
-def _rec(rule, site, wave, offset, other=NO_SITE, other_wave=0xFFFF):
-    return Record(int(rule), 0, site, other, offset, wave, other_wave, 0, 0, 0, 0, 1)
+def _rec(rule, site, wave, offset, other=NO_SITE, other_wave=0xFFFF, cause=0, extra=0, lane=0, other_lane=0):
+    return Record(int(rule), int(cause), site, other, offset, wave, other_wave, lane, other_lane, extra, 0, 1)
 
 
-def test_an_uninit_read_a_write_raced_is_retracted_and_others_are_kept():
-    raced = _rec(Rule.UNINIT_READ, 4, 1, 0)
-    kept = _rec(Rule.UNINIT_READ, 4, 2, 0)  # no write raced wave 2's read
+def test_settle_withdraws_the_uninit_reads_a_write_raced_and_their_repeats():
+    raced = _rec(Rule.UNINIT_READ, 4, 1, 0, extra=7)
+    again = _rec(Rule.UNINIT_READ, 4, 1, 0, extra=3)  # an earlier execution of that read (a poll)
+    kept = _rec(Rule.UNINIT_READ, 4, 2, 0, extra=7)  # no write raced wave 2's read
     race = _rec(Rule.RAW_UNPUBLISHED, 4, 1, 0, other=3, other_wave=0)
-    war = _rec(Rule.WAR_REUSE, 9, 0, 8, other=5, other_wave=3)
-    war_read = _rec(Rule.UNINIT_READ, 5, 3, 8)  # the first access of an LDS002 is the read
-    assert retract_uninit([raced, kept, race, war, war_read]) == [kept, race, war]
+    retract = _rec(L.R_RETRACT, 4, 1, 0, other_wave=1, extra=7)
+    got = settle([raced, again, kept, race, retract])
+    assert got == [replace(kept, extra=0), race]
+
+
+def test_settle_names_a_copy_completed_in_its_half_phase_lds001():
+    flags = L.CAUSE_PENDING | 2 << L.CAUSE_CTR_SHIFT  # a TDM copy
+    pending = _rec(Rule.DMA_READ_BEFORE_WAIT, 15, 0, 64, other=0, other_wave=1, cause=flags | Cause.NO_BARRIER,
+                   extra=5)
+    other = replace(pending, extra=9)  # copy 9 was not completed in its half-phase
+    close = _rec(L.R_SEG_CLOSE, 3, 1, 0, other=6, cause=2)  # wave 1's tensor copies 4..6
+    async_close = _rec(L.R_SEG_CLOSE, 8, 1, 0, other=9, cause=1)  # another counter's copies
+    got = settle([pending, other, close, async_close])
+    assert got == [replace(pending, rule=int(Rule.RAW_UNPUBLISHED), cause=int(Cause.COPY_WAITED_UNPUBLISHED),
+                           extra=0),
+                   replace(other, cause=int(Cause.NO_BARRIER), extra=0)]
+
+
+def test_settle_names_a_copy_completed_by_its_waves_next_signal_waited_not_published():
+    flags = L.CAUSE_LATER | 1 << L.CAUSE_CTR_SHIFT  # an async copy, seq 5, of wave 2
+    rec = _rec(Rule.DMA_READ_BEFORE_WAIT, 66, 0, 8, other=6, other_wave=2, cause=flags | Cause.COPY_NOT_WAITED,
+               extra=5)
+    window = _rec(L.R_SEG_CLOSE, 0, 2, 0, other=9, cause=1, lane=0)  # a returned wait: not "next signal"
+    early = _rec(L.R_SEG_CLOSE, 0, 2, 0, other=9, cause=1, lane=1)  # before the record: not "later"
+    low = _rec(L.R_SEG_CLOSE, 0, 2, 0, other=4, cause=1, lane=1)  # the next signal, copy 5 not done
+    high = replace(low, other_site=5)
+    plain = replace(rec, cause=int(Cause.COPY_NOT_WAITED), extra=0)
+    assert settle([early, rec, window, high]) == [replace(plain, cause=int(Cause.COPY_WAITED_NOT_PUBLISHED))]
+    assert settle([early, rec, window, low, high]) == [plain]
+    assert settle([rec]) == [plain]
+
+
+def test_settle_turns_a_consumed_same_phase_pair_into_the_war_at_the_write():
+    raw = _rec(Rule.RAW_UNPUBLISHED, 48, 2, 16, other=68, other_wave=0, cause=L.CAUSE_6A | Cause.NO_BARRIER,
+               extra=11, lane=3, other_lane=4)
+    unconsumed = replace(raw, extra=12)
+    consumed = _rec(L.R_CONSUMED, NO_SITE, 1, 16, other=68, other_wave=0, extra=11)
+    got = settle([raw, unconsumed, consumed])
+    war = Record(int(Rule.WAR_REUSE), int(Cause.NO_BARRIER), 68, 48, 16, 0, 2, 4, 3, 0, 0, 1)
+    assert got == [war, replace(unconsumed, cause=int(Cause.NO_BARRIER), extra=0)]
 
 
 def test_shadow_size_follows_the_formula():
     lay = ShadowLayout(waves=8, sites=6, lds_bytes=48)
-    assert lay.words == 8 * 16 + 4 * 2 + 8 * 6 + 12 * 9 * 4
+    assert lay.words == 8 * 16 + 4 * 2 + 8 * 6 + 12 * 10 * 4
     assert lay.bytes == 4 * lay.words
     copies = ShadowLayout(waves=4, sites=70, lds_bytes=0, copies=True, scratch=True)
-    assert copies.words_for(100) == -(-(4 * L.COPY_WAVE_WORDS + 4 * 2 + 4 * 70 + 25 * 5 * 4) // 4) * 4
+    assert copies.words_for(100) == -(-(4 * L.COPY_WAVE_WORDS + 4 * 2 + 4 * 70 + 25 * 6 * 4) // 4) * 4

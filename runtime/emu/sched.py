@@ -165,7 +165,7 @@ class Scheduler:
         # canonical order: each wave's half-phase (2 * returned waits, +1 in a signal-wait
         # window of the workgroup barrier, as the engine's `seg`) and the waves that last spun
         self.seg = [0] * len(waves)
-        self.spun: set[int] = set()
+        self.spun: dict[int, int] = {}  # wave -> the step it last spun at (since any progress)
         self.on_wave_end = on_wave_end
         self.steps = 0
         self.budget = waves[0].budget if waves else None
@@ -179,7 +179,9 @@ class Scheduler:
         if self.policy.order == "random":
             return ready[self.rng.randrange(len(ready))]
         if self.policy.order == "canonical":
-            pool = [w for w in ready if w not in self.spun] or ready
+            pool = [w for w in ready if w not in self.spun]
+            if not pool:  # every ready wave spins: the one that spun longest ago goes next
+                return min(ready, key=self.spun.__getitem__)
             return min(pool, key=lambda w: (self.seg[w], w))
         n = len(self.waves)
         step = -1 if self.policy.order == "reverse" else 1
@@ -297,7 +299,7 @@ class Scheduler:
                 raise type(exc)(self._budget_message(exc, None)) from None
         kind = ev[0]
         if kind == "spin":
-            self.spun.add(w)
+            self.spun[w] = self.steps
             self.spins += 1
             if self.spins > SPIN_LIMIT:
                 raise SpinTimeout(self._deadlock_message(

@@ -11,6 +11,7 @@ import numpy as np
 from ldssan.passes.abi import ORDERINGS, SCOPES, WAIT_ASYNCMARK, BarrierForm
 
 from ..shadow import AccessKind, CopyKind, Counter
+from .tdm import lds_footprint
 
 
 class ShadowHooks:
@@ -26,7 +27,7 @@ class ShadowHooks:
     def ds(self, site, ptr, nbytes, kind, mask):
         self.ds_count += 1
         self.ds_last[site] = self.ds_count
-        self.engine.ds(self.wave, site, ptr, nbytes, AccessKind(kind), mask)
+        self.engine.ds(self.wave, site, ptr, nbytes, _enum(_ACCESS, AccessKind, kind), mask)
 
     def use(self, site, mask):
         # the compiler's s_wait_dscnt before the load's result is read: it leaves only the
@@ -36,20 +37,18 @@ class ShadowHooks:
             self.engine.wait(self.wave, site, Counter.DS, self.ds_count - issued)
 
     def dma(self, site, ptr, nbytes, kind, mask):
-        self.engine.dma(self.wave, site, ptr, nbytes, CopyKind(kind), mask)
+        self.engine.dma(self.wave, site, ptr, nbytes, _enum(_COPY, CopyKind, kind), mask)
 
     def tdm(self, site, g0, g1, g2, g3, kind, mask):
-        from .tdm import lds_footprint
-
         offsets = lds_footprint(self.ctx, g0, g1, g2, g3)
-        self.engine.tdm(self.wave, site, offsets, CopyKind(kind))
+        self.engine.tdm(self.wave, site, offsets, _enum(_COPY, CopyKind, kind))
 
     def wait(self, site, counter, n, mask):
         n &= 0xFFFF  # a 16-bit immediate, as the hardware reads it
         if counter == WAIT_ASYNCMARK:
             self.engine.wait_asyncmark(self.wave, site, n)
         else:
-            self.engine.wait(self.wave, site, Counter(counter), n)
+            self.engine.wait(self.wave, site, _enum(_COUNTER, Counter, counter), n)
 
     def mark(self, site, mask):
         self.engine.asyncmark(self.wave, site)
@@ -89,3 +88,15 @@ class ShadowHooks:
 
 
 _ARRIVALS = (BarrierForm.FENCED_ARRIVE, BarrierForm.SIGNAL, BarrierForm.BARE_ARRIVE)
+# The ABI's integer operands as the engine's enums: a dict look-up on the hot path (an enum
+# call costs about a microsecond); an unknown value falls through to the enum, which names it.
+_ACCESS = {int(k): k for k in AccessKind}
+_COPY = {int(k): k for k in CopyKind}
+_COUNTER = {int(k): k for k in Counter}
+
+
+def _enum(table: dict, enum, value):
+    try:
+        return table[value]
+    except (KeyError, TypeError):
+        return enum(value)

@@ -115,6 +115,18 @@ class GlobalMemory:
         idx = off[:, None] + np.arange(nb, dtype=np.int64)
         return r.view[idx].view(dtype).reshape(len(addr), count)
 
+    def read_rows(self, addr: int, rows: int, row_bytes: int, stride: int) -> np.ndarray | None:
+        """`rows` rows of `row_bytes` bytes, `stride` bytes apart from `addr` (a tile), as one
+        (rows, row_bytes) copy; None when they are not all in one registered region (`read`
+        then resolves the addresses or names the one at fault)."""
+        if rows <= 0 or row_bytes <= 0 or stride < 0:
+            return None
+        r = self.find(addr, (rows - 1) * stride + row_bytes)
+        if r is None:
+            return None
+        return np.ndarray((rows, row_bytes), np.uint8, buffer=r.view, offset=addr - r.base,
+                          strides=(stride, 1)).copy()
+
     def write(self, addr: np.ndarray, data: np.ndarray) -> None:
         """Scatter rows of `data` (n, k) of some dtype at `addr` (n,)."""
         raw = np.ascontiguousarray(data).view(np.uint8).reshape(len(addr), -1)
@@ -187,8 +199,15 @@ def _cpu_storage(tensor) -> tuple[int, int] | None:
 PROCESS_TENSORS = ProcessTensors()
 
 
+_INDEX_SEEN_BYTES = 8 << 20  # index arrays remembered per LDS (`LocalMemory.index`)
+_INDEX_SEEN_LANES = 256  # ... for accesses of at most this many lanes
+_INDEX_TRIAL = 256  # an LDS stops remembering at this many misses if it had fewer hits
+
+
 class LocalMemory:
     """LDS of a batch of workgroups, with an out-of-range flag per access."""
+
+    remember_index = True  # `index` results remembered (False: computed each time; tests compare)
 
     def __init__(self, lds_bytes: int, n_groups: int, fill: int | None = None):
         self.lds_bytes = lds_bytes
@@ -198,6 +217,9 @@ class LocalMemory:
         self.words = self.data.view(np.uint32) if lds_bytes % 4 == 0 and self.data.size % 4 == 0 else None
         if fill is not None:
             self.data[:] = fill
+        self._index_seen: dict[tuple, tuple] = {}  # `index` results by (group base, addresses, size)
+        self._index_bytes = 0
+        self._index_misses = self._index_hits = 0
 
     def flat_index(self, group_base: np.ndarray, addr: np.ndarray, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
         """Byte indices (n, nbytes) and an in-range mask (n,)."""
@@ -209,8 +231,35 @@ class LocalMemory:
 
     def index(self, group_base: np.ndarray, addr: np.ndarray, nbytes: int):
         """(array, indices (n, k), in-range mask): dwords when every address is 4-aligned
-        and the size a multiple of 4 (the common case), bytes otherwise."""
+        and the size a multiple of 4 (the common case), bytes otherwise. The indices are
+        read-only; the mask is the caller's own."""
         addr = addr.astype(np.int64, copy=False)
+        if not self.remember_index or addr.size > _INDEX_SEEN_LANES or self._index_seen is None:
+            return self._index(group_base, addr, nbytes)
+        # kernels reload the same address patterns (per stage and slot): remembered by content
+        # for small lane arrays (a workgroup's; batches of many workgroups compute them
+        # faster than they hash them); the entry holds group_base, so its id stays its own
+        # while the entry lives
+        key = (id(group_base), addr.tobytes(), nbytes)
+        hit = self._index_seen.get(key)
+        if hit is None:
+            self._index_misses += 1
+            if self._index_misses == _INDEX_TRIAL and self._index_hits < _INDEX_TRIAL:
+                self._index_seen = None  # patterns rarely come back: not worth the look-ups
+            arr, idx, ok = self._index(group_base, addr, nbytes)
+            if self._index_seen is None:
+                return arr, idx, ok
+            self._index_bytes += idx.nbytes
+            if self._index_bytes > _INDEX_SEEN_BYTES:
+                self._index_seen.clear()
+                self._index_bytes = idx.nbytes
+            idx.flags.writeable = False
+            hit = self._index_seen[key] = (arr, idx, ok, group_base)
+        else:
+            self._index_hits += 1
+        return hit[0], hit[1], hit[2].copy()
+
+    def _index(self, group_base: np.ndarray, addr: np.ndarray, nbytes: int):
         ok = (addr >= 0) & (addr + nbytes <= self.lds_bytes)
         if self.words is not None and nbytes % 4 == 0 and not (addr & 3).any():
             safe = addr if ok.all() else np.where(ok, addr, 0)

@@ -1,7 +1,8 @@
 """Tensor data mover (TDM) descriptors: decoding and footprints (the copy itself is
 `rt.copies.TdmCopy`; the happens-before hooks use the footprints). The descriptors of all
-workgroups of a batch decode at once (`decode_batch`: numpy over their words, cached by the
-raw words, so the copy and the footprint hook of one op decode once).
+workgroups of a batch decode at once (`decode_batch`: numpy over their words, or Python ints
+for a batch of one, cached by the raw words, so the copy and the footprint hook of one op
+decode once).
 
 2-D descriptor layout (FlyDSL 0.5.0's encoder, `expr/rocdl/tdm_ops.py`):
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -62,6 +64,11 @@ class Tdm2D:
                              self.elem_bytes, self.pad_interval, self.pad_amount, 0)
         return g, lds
 
+    def tile_layout(self) -> TileLayout:
+        """`tile_grid` in the forms a whole-tile copy uses (cached per tile shape)."""
+        return _layout(self.tile_dim0, self.tile_dim1, self.stride1, self.elem_bytes, self.pad_interval,
+                       self.pad_amount)
+
     def lds_bytes(self) -> np.ndarray:
         """Every LDS byte offset the tile covers (padding excluded)."""
         if not self.pred:
@@ -88,6 +95,24 @@ def _grid(tile0, tile1, stride1, tdim0, tdim1, eb, pad_interval, pad_amount, lds
     out = (g, lds_addr + lin, inb)
     for a in out:
         a.flags.writeable = False
+    return out
+
+
+class TileLayout(NamedTuple):
+    """A tile shape at LDS offset 0, bounds not applied (read-only arrays)."""
+
+    gbytes: np.ndarray  # (n,) global byte offset of each element from the tile's origin
+    lbytes: np.ndarray  # (n, eb) LDS byte offsets of each element's bytes
+    lo: int  # lowest / highest LDS element offset (0 / -1 for an empty tile)
+    hi: int
+
+
+@functools.lru_cache(maxsize=4096)
+def _layout(tile0, tile1, stride1, eb, pad_interval, pad_amount) -> TileLayout:
+    g, lin, _inb = _grid(tile0, tile1, stride1, tile0, tile1, eb, pad_interval, pad_amount, 0)
+    out = TileLayout(g * eb, lin[:, None] + np.arange(eb, dtype=np.int64),
+                     int(lin.min()) if lin.size else 0, int(lin.max()) if lin.size else -1)
+    out.gbytes.flags.writeable = out.lbytes.flags.writeable = False
     return out
 
 
@@ -128,6 +153,29 @@ class TdmBatch:
             d = self._rows[g] = Tdm2D(*(getattr(self, f)[g].item() for f in FIELDS))
         return d
 
+    @classmethod
+    def of_row(cls, w: list[int]) -> TdmBatch:
+        """`decode_words` of one workgroup's words (Python ints, unsigned 32-bit) without
+        numpy: a batch of one decodes per TDM op issue, where numpy's per-call cost dominates."""
+        if any(w[12:]):
+            raise NotImplementedError(_BEYOND_2D)
+        cfg = w[4]
+        if cfg >> 19 & 1:
+            raise NotImplementedError(_ITERATE)
+        pad = cfg >> 20 & 1
+        d = Tdm2D(
+            pred=bool(w[0] & 1), lds_addr=w[1], global_addr=w[2] | ((w[3] & 0x3FFFFFFF) << 32),
+            elem_bytes=1 << ((cfg >> 16) & 3), pad_interval=(4 << ((cfg >> 22) & 7)) * 2 if pad else 0,
+            pad_amount=4 * (((cfg >> 25) & 0x7F) + 1) if pad else 0,
+            tensor_dim0=(w[5] >> 16) | ((w[6] & 0xFFFF) << 16), tensor_dim1=(w[6] >> 16) | ((w[7] & 0xFFFF) << 16),
+            tile_dim0=w[7] >> 16, tile_dim1=w[8] & 0xFFFF, stride1=w[9] | ((w[10] & 0xFFFF) << 32),
+            mcast_mask=cfg & 0xFFFF)
+        col = np.array([getattr(d, f) for f in FIELDS], dtype=np.int64)
+        batch = cls({f: col[i:i + 1] for i, f in enumerate(FIELDS) if i} | {"pred": col[:1].astype(bool)})
+        batch._rows = {0: d}
+        batch._same = True
+        return batch
+
     def same_geometry(self) -> bool:
         """Every workgroup's tile has the same shape (addresses may differ)."""
         if self._same is None:
@@ -137,6 +185,10 @@ class TdmBatch:
     def in_bounds(self, live: np.ndarray) -> np.ndarray | None:
         """(len(live), elements) in-bounds mask of the tiles of `live` (one shape), row-major;
         None when every element is in bounds."""
+        if len(live) == 1:  # one tile: Python ints
+            d = self.row(int(live[0]))
+            if d.tensor_dim0 >= d.tile_dim0 and d.tensor_dim1 >= d.tile_dim1:
+                return None
         t0, t1 = int(self.tile_dim0[live[0]]), int(self.tile_dim1[live[0]])
         d0, d1 = self.tensor_dim0[live], self.tensor_dim1[live]
         if (d0 >= t0).all() and (d1 >= t1).all():
@@ -148,7 +200,10 @@ class TdmBatch:
     def footprints(self) -> list[np.ndarray]:
         """`Tdm2D.lds_bytes` of each workgroup; equal footprints are one (cached) array."""
         if self._fp is None:
-            if self.same_geometry() and (self.lds_addr == self.lds_addr[0]).all():
+            if self.B == 1:
+                d = self.row(0)
+                self._fp = [d.tile_bytes() if d.pred else _EMPTY]
+            elif self.same_geometry() and (self.lds_addr == self.lds_addr[0]).all():
                 fp = self.row(0).tile_bytes()
                 self._fp = [fp if p else _EMPTY for p in self.pred.tolist()]
             else:
@@ -160,11 +215,15 @@ _EMPTY = np.zeros(0, np.int64)
 _EMPTY.flags.writeable = False
 
 
+_BEYOND_2D = "ldssan-emu: TDM descriptors beyond 2-D (non-zero group 2/3) are not emulated"
+_ITERATE = "ldssan-emu: TDM iterate mode is not emulated"
+
+
 def _check_2d(words: np.ndarray) -> None:
     if words[:, 12:].any():
-        raise NotImplementedError("ldssan-emu: TDM descriptors beyond 2-D (non-zero group 2/3) are not emulated")
+        raise NotImplementedError(_BEYOND_2D)
     if (words[:, 4] >> 19 & 1).any():
-        raise NotImplementedError("ldssan-emu: TDM iterate mode is not emulated")
+        raise NotImplementedError(_ITERATE)
 
 
 def decode_words(words: np.ndarray) -> TdmBatch:
@@ -227,13 +286,29 @@ def decode_batch(ctx, g0, g1, g2, g3) -> TdmBatch:
         key = (words.shape, words.tobytes())
     hit = _DECODED.get(key)
     if hit is None:
-        if words is None:
-            words = np.concatenate([_group_words(B, g) for g in groups], axis=1)
-        hit = decode_words(words)
+        if words is None and B == 1 and FAST_ROW and all(_one_row(g) for g in groups):
+            hit = TdmBatch.of_row([x & 0xFFFFFFFF for g in groups for x in (g[0] if g.ndim == 2 else g).tolist()])
+        else:
+            if words is None:
+                words = np.concatenate([_group_words(B, g) for g in groups], axis=1)
+            hit = decode_words(words)
         if len(_DECODED) >= _DECODED_MAX:
             _DECODED.clear()
         _DECODED[key] = hit
     return hit
+
+
+def clear_cache() -> None:
+    """Forget the decoded descriptors (tests comparing decoders)."""
+    _DECODED.clear()
+
+
+FAST_ROW = True  # batches of one decode with `TdmBatch.of_row` (False: numpy; tests compare)
+
+
+def _one_row(g: np.ndarray) -> bool:
+    """`g` holds one workgroup's descriptor group as integers: (n,), or (32, n) per lane."""
+    return g.dtype.kind in "iu" and (g.ndim == 1 or g.shape[0] == 32)
 
 
 def lds_footprint(ctx, g0, g1, g2, g3) -> list[np.ndarray]:

@@ -261,19 +261,27 @@ class LockstepCtx(WaveCtx):
     def split(self, mask, values):
         """(part, its lanes of `values`, its mask) for every wave with an active lane: per-lane
         values (first axis L) are cut to the wave's lanes, uniform ones passed as they are."""
-        L = self.L
-        full = mask is self.mask and self.mask_full  # every part whole: its own mask (no copy)
-        if not full:
-            mask = np.broadcast_to(mask, (L,))
+        if mask is self.mask and self.mask_full:  # every part whole: its own mask (no copy)
+            yield from self.split_whole(values)
+            return
+        mask = np.broadcast_to(mask, (self.L,))
+        lanes = self.per_lane(values)
         for part, idx in zip(self.parts, self.index):
-            if full:
-                m = part.mask
-            else:
-                m = mask[idx]
-                if not m.any():
-                    continue
-            yield part, [v[idx] if type(v) is np.ndarray and v.ndim and v.shape[0] == L else v
-                         for v in values], m
+            m = mask[idx]
+            if m.any():
+                yield part, _cut(values, lanes, idx), m
+
+    def split_whole(self, values) -> list:
+        """`split` when every lane of every part is active (the common case, no generator)."""
+        lanes = self.per_lane(values)
+        if not lanes:
+            return [(part, values, part.mask) for part in self.parts]
+        return [(part, _cut(values, lanes, idx), part.mask) for part, idx in zip(self.parts, self.index)]
+
+    def per_lane(self, values) -> list[int]:
+        """Positions of the per-lane values (first axis L) among `values`."""
+        L = self.L
+        return [i for i, v in enumerate(values) if type(v) is np.ndarray and v.ndim and v.shape[0] == L]
 
     def issue(self, counter: str, copy) -> None:
         copy.complete()  # lockstep copies land at issue
@@ -281,7 +289,9 @@ class LockstepCtx(WaveCtx):
     def tdm(self, tdm_copy, mask, g0, g1, g2, g3, to_lds: bool) -> None:
         """A TDM op (`tdm_copy`: rt's, which imports this module): one per wave with an active
         lane, with that wave's descriptor."""
-        for part, gs, _m in self.split(mask, (g0, g1, g2, g3)):
+        groups = (g0, g1, g2, g3)
+        split = self.split_whole(groups) if mask is self.mask and self.mask_full else self.split(mask, groups)
+        for part, gs, _m in split:
             tdm_copy(part, *gs, to_lds).complete()
 
     def drain(self) -> None:
@@ -293,18 +303,59 @@ class LockstepCtx(WaveCtx):
 class LockstepHooks:
     """`ctx.san` of a lockstep context: each hook call goes to the hooks of every wave with an
     active lane, with that wave's lanes, so the happens-before engine sees the events of each
-    wave as a per-wave run produces them."""
+    wave as a per-wave run produces them (waves in order, one call each). The most frequent
+    calls, ds accesses and uses with every lane active, skip the generic split."""
+
+    direct = True  # the whole-mask paths below; False: every call through `split` (tests compare)
 
     def __init__(self, ctx: LockstepCtx):
         self.ctx = ctx
+        if self.direct and ctx.mask_full:
+            self._ds_fns = [(p.san.ds, p.mask) for p in ctx.parts]
+            self._use_fns = [(p.san.use, p.mask) for p in ctx.parts]
+            self._ds_each, self._use_each = self._fanout("ds"), self._fanout("use")
+            self.ds, self.use = self._ds_all, self._use_all
 
     def __getattr__(self, method):
-        split = self.ctx.split
-        bound = {id(p): getattr(p.san, method) for p in self.ctx.parts}
-
-        def call(site, *args):
-            *values, mask = args
-            for part, vals, m in split(mask, values):
-                bound[id(part)](site, *vals, m)
+        call = self._fanout(method)
         setattr(self, method, call)  # built once per hook name
         return call
+
+    def _ds_all(self, site, ptr, nbytes, kind, mask):
+        ctx = self.ctx
+        lanes = ctx.per_lane((ptr, nbytes, kind))
+        if mask is not ctx.mask or lanes not in ([], [0]):  # partial mask, or per-lane size/kind
+            return self._ds_each(site, ptr, nbytes, kind, mask)
+        if lanes:
+            for (fn, m), idx in zip(self._ds_fns, ctx.index):
+                fn(site, ptr[idx], nbytes, kind, m)
+        else:
+            for fn, m in self._ds_fns:
+                fn(site, ptr, nbytes, kind, m)
+
+    def _use_all(self, site, mask):
+        if mask is not self.ctx.mask:
+            return self._use_each(site, mask)
+        for fn, m in self._use_fns:
+            fn(site, m)
+
+    def _fanout(self, method):
+        """The hook call `method` of the context: one call per wave with an active lane."""
+        ctx = self.ctx
+        split, split_whole = ctx.split, ctx.split_whole
+        bound = {id(p): getattr(p.san, method) for p in ctx.parts}
+        full = ctx.mask if ctx.mask_full and self.direct else None  # every lane active: no generator
+
+        def call(site, *args):
+            mask = args[-1]
+            for part, vals, m in split_whole(args[:-1]) if mask is full else split(mask, args[:-1]):
+                bound[id(part)](site, *vals, m)
+        return call
+
+
+def _cut(values, lanes: list[int], idx) -> list:
+    """`values` with the per-lane ones (positions `lanes`) cut to the lanes `idx`."""
+    out = list(values)
+    for i in lanes:
+        out[i] = out[i][idx]
+    return out

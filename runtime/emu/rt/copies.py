@@ -16,7 +16,7 @@ _U8 = np.dtype(np.uint8)
 
 def tdm_copy(ctx, g0, g1, g2, g3, to_lds):
     descs = decode_batch(ctx, g0, g1, g2, g3)
-    if to_lds:  # tensor stores ignore the workgroup mask
+    if to_lds and descs.mcast_mask.any():  # tensor stores ignore the workgroup mask; 0: no multicast
         _local_only(ctx, descs.mcast_mask)
     return TdmCopy(ctx, descs, to_lds)
 
@@ -74,27 +74,38 @@ class TdmCopy(Copy):
         workgroups `live`, or None when a tile leaves the LDS (the per-workgroup path raises
         or clips it)."""
         b, lds_bytes = self.descs, self.ctx.lds.lds_bytes
-        eb = int(b.elem_bytes[live[0]])
-        gel, lin = b.row(int(live[0])).tile_grid()
-        la = b.lds_addr[live]
-        if lin.size and (int(la.min()) + int(lin.min()) < 0
-                         or int(la.max()) + int(lin.max()) + eb > lds_bytes):
+        d = b.row(int(live[0]))
+        eb, t = d.elem_bytes, d.tile_layout()
+        if len(live) == 1:  # one workgroup (lockstep and resident runs): no numpy on (1,) columns
+            la_lo = la_hi = d.lds_addr
+            gaddr = (d.global_addr + t.gbytes)[None]
+            base = np.array([int(live[0]) * lds_bytes + d.lds_addr])
+        else:
+            la = b.lds_addr[live]
+            la_lo, la_hi = int(la.min()), int(la.max())
+            gaddr = b.global_addr[live][:, None] + t.gbytes
+            base = live * lds_bytes + la
+        if t.lbytes.size and (la_lo + t.lo < 0 or la_hi + t.hi + eb > lds_bytes):
             return None
-        step = np.arange(eb, dtype=np.int64)
-        gaddr = b.global_addr[live][:, None] + gel * eb
-        lidx = (live * lds_bytes + la)[:, None] + lin
+        lidx = base[:, None, None] + t.lbytes  # (live, elements, eb)
         inb = b.in_bounds(live)
         if inb is None:
-            return gaddr.reshape(-1), eb, lidx.reshape(-1, 1) + step, None
-        return gaddr[inb], eb, lidx[inb][:, None] + step, lidx[~inb][:, None] + step
+            return gaddr.reshape(-1), eb, lidx.reshape(-1, eb), None
+        return gaddr[inb], eb, lidx[inb], lidx[~inb]
 
     def _load_all(self, live: np.ndarray) -> bool:
         tiles = self._tiles(live)
         if tiles is None:
             return False
         gaddr, eb, lidx, zidx = tiles
+        data = None
+        if zidx is None and len(live) == 1 and gaddr.size:  # one whole tile: its rows, no index
+            d = self.descs.row(int(live[0]))
+            data = self.ctx.gmem.read_rows(d.global_addr, d.tile_dim1, d.tile_dim0 * eb, d.stride1 * eb)
+            data = None if data is None else data.reshape(-1, eb)
         try:
-            data = self.ctx.gmem.read(gaddr, _U8, eb) if gaddr.size else None
+            if data is None and gaddr.size:
+                data = self.ctx.gmem.read(gaddr, _U8, eb)
         except EmuMemoryError:
             return False
         mem = self.ctx.lds.data

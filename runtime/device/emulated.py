@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..records import Record, RecordFormatError, Ring, Rule
+from ..records import Record, RecordFormatError, Ring
 from . import layout as L
 from .settle import settle
 

@@ -206,13 +206,15 @@ class Hooks(CopyHooks, Naming):
                 "ctr": b.and_(b.shr(who, b.c(L.WHO_CTR)), b.c(0xF)), "who": who}
 
     def _check(self, b: Body, me: dict, p: dict, slot: str, a: dict, nwait: str, byte: str, *,
-               clear: bool, served: str, wslot: str) -> None:
-        """Check entry `p` (loaded from `slot`) against access `a`; with `clear`, an entry
-        that happens before `a` is dropped (a write supersedes it, MODEL.md §4.4)."""
+               clear: bool, served: str, wslot: str, ordered: str | None = None) -> None:
+        """Check entry `p` (loaded from `slot`) against access `a` (`ordered`: p happens
+        before a, when the caller has it); with `clear`, an entry that happens before `a` is
+        dropped (a write supersedes it, MODEL.md §4.4)."""
         atomic = b.c(DsKind.ATOMIC)
         with b.if_(b.cmp("ne", p["site1"], b.c(0))):
             both_atomic = b.all_(b.cmp("eq", p["kind"], atomic), b.cmp("eq", a["kind"], atomic))
-            ordered = self._ordered(b, me, p, a, nwait)
+            if ordered is None:
+                ordered = self._ordered(b, me, p, a, nwait)
             with b.if_(b.all_(b.not_(ordered), b.not_(both_atomic))):
                 self._pair(b, me, p, a, byte, served, wslot)
                 # §7: a write racing a read that found the granule never written: that
@@ -276,7 +278,8 @@ class Hooks(CopyHooks, Naming):
         is_read = b.cmp("eq", a["kind"], c(DsKind.READ))
         prev = self._entry(b, wslot)
         written = b.cmp("ne", prev["site1"], c(0))
-        before = b.all_(written, self._ordered(b, me, prev, a, nwait))  # the last write happened before a
+        prev_ordered = self._ordered(b, me, prev, a, nwait)  # (wave state only: publishing below keeps it)
+        before = b.all_(written, prev_ordered)  # the last write happened before a
         uninit = b.all_(b.not_(written), b.cmp("ne", a["kind"], c(DsKind.WRITE)))
         flags = b.or_(b.select(uninit, c(L.F_UNINIT), c(0)), b.select(b.all_(is_read, before), c(L.F_SERVED), c(0)))
         # Publish this access's entry before looking at the others': two waves racing
@@ -297,7 +300,8 @@ class Hooks(CopyHooks, Naming):
         # happened before the read
         sup = self._entry(b, pslot)
         served = b.all_(is_read, b.cmp("ne", sup["site1"], c(0)), self._ordered(b, me, sup, a, nwait))
-        self._check(b, me, prev, wslot, a, nwait, byte, clear=False, served=served, wslot=wslot)
+        self._check(b, me, prev, wslot, a, nwait, byte, clear=False, served=served, wslot=wslot,
+                    ordered=prev_ordered)
         with b.if_(b.not_(is_read)):  # §4.4: a write checks every wave's read slot
             with b.for_(c(0), c(lay.waves)) as v:
                 r = rslot(v)

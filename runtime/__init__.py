@@ -17,6 +17,7 @@ _CACHE_OWNERS = (
     ("ldssan.runtime.emu.rt.crosslane", "clear_plans"),  # uniform shuffle index plans
     ("ldssan.runtime.emu.frontend", "clear_caches"),    # parsed artifact modules, source digest
     ("ldssan.runtime.shadow", "clear_caches"),          # TDM / lane-operand footprints
+    ("ldssan.runtime.emu.tdm", "clear_cache"),          # decoded TDM descriptors by raw words
 )
 
 

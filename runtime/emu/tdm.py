@@ -159,17 +159,10 @@ class TdmBatch:
         numpy: a batch of one decodes per TDM op issue, where numpy's per-call cost dominates."""
         if any(w[12:]):
             raise NotImplementedError(_BEYOND_2D)
-        cfg = w[4]
-        if cfg >> 19 & 1:
+        if w[4] >> 19 & 1:
             raise NotImplementedError(_ITERATE)
-        pad = cfg >> 20 & 1
-        d = Tdm2D(
-            pred=bool(w[0] & 1), lds_addr=w[1], global_addr=w[2] | ((w[3] & 0x3FFFFFFF) << 32),
-            elem_bytes=1 << ((cfg >> 16) & 3), pad_interval=(4 << ((cfg >> 22) & 7)) * 2 if pad else 0,
-            pad_amount=4 * (((cfg >> 25) & 0x7F) + 1) if pad else 0,
-            tensor_dim0=(w[5] >> 16) | ((w[6] & 0xFFFF) << 16), tensor_dim1=(w[6] >> 16) | ((w[7] & 0xFFFF) << 16),
-            tile_dim0=w[7] >> 16, tile_dim1=w[8] & 0xFFFF, stride1=w[9] | ((w[10] & 0xFFFF) << 32),
-            mcast_mask=cfg & 0xFFFF)
+        fields = _fields(w[:4], w[4:12])
+        d = Tdm2D(**{**fields, "pred": bool(fields["pred"])})
         col = np.array([getattr(d, f) for f in FIELDS], dtype=np.int64)
         batch = cls({f: col[i:i + 1] for i, f in enumerate(FIELDS) if i} | {"pred": col[:1].astype(bool)})
         batch._rows = {0: d}
@@ -230,23 +223,30 @@ def decode_words(words: np.ndarray) -> TdmBatch:
     """Decode (B, 12 + extra) descriptor words (group 0, group 1, then groups 2/3, which must
     be zero), one row per workgroup, as unsigned 32-bit values in int64."""
     _check_2d(words)
-    g0, g1 = words[:, :4].T, words[:, 4:12].T
+    cols = _fields(words[:, :4].T, words[:, 4:12].T)
+    cols["pred"] = cols["pred"].astype(bool)
+    return TdmBatch(cols)
+
+
+def _fields(g0, g1) -> dict:
+    """The fields (`FIELDS`) from group 0 and group 1 words, indexed by word: numpy rows (one
+    column per workgroup) or one workgroup's Python ints -- one formula for both."""
     cfg = g1[0]
-    pad_en = (cfg >> 20 & 1).astype(bool)
-    return TdmBatch(dict(
-        pred=(g0[0] & 1).astype(bool),
+    pad = cfg >> 20 & 1
+    return dict(
+        pred=g0[0] & 1,
         lds_addr=g0[1],
         global_addr=g0[2] | ((g0[3] & 0x3FFFFFFF) << 32),
         elem_bytes=1 << ((cfg >> 16) & 3),
-        pad_interval=np.where(pad_en, (4 << ((cfg >> 22) & 7)) * 2, 0),  # 2^(enc+1) dwords
-        pad_amount=np.where(pad_en, 4 * (((cfg >> 25) & 0x7F) + 1), 0),
+        pad_interval=pad * ((4 << ((cfg >> 22) & 7)) * 2),  # 2^(enc+1) dwords
+        pad_amount=pad * (4 * (((cfg >> 25) & 0x7F) + 1)),
         tensor_dim0=(g1[1] >> 16) | ((g1[2] & 0xFFFF) << 16),
         tensor_dim1=(g1[2] >> 16) | ((g1[3] & 0xFFFF) << 16),
         tile_dim0=g1[3] >> 16,
         tile_dim1=g1[4] & 0xFFFF,
         stride1=g1[5] | ((g1[6] & 0xFFFF) << 32),
         mcast_mask=cfg & 0xFFFF,
-    ))
+    )
 
 
 def decode(g0, g1, g2=None, g3=None) -> Tdm2D:

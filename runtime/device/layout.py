@@ -68,7 +68,7 @@ CAUSE_PENDING = 1 << 15  # an LDS010 that becomes LDS001 if its copy completes i
 CAUSE_LATER = 1 << 12  # COPY_NOT_WAITED unless the copy's wave completed it by its next signal or end
 CAUSE_6A = 1 << 14  # a served read raced by a write in its half-phase (the RAW form)
 CAUSE_READ_COPY = 1 << 13  # the read of that pair is a FROM_LDS copy (LDS012 in the WAR form)
-CAUSE_CTR_SHIFT = 8  # the copy's counter (1 async, 2 tensor) of a CAUSE_PENDING record
+CAUSE_CTR_SHIFT = 8  # the copy's counter (1 async, 2 tensor) of a CAUSE_PENDING / CAUSE_LATER record
 R_RETRACT = 0xFC  # site, wave, extra: that read's LDS030 was raced by a write
 R_SEG_CLOSE = 0xFD  # wave, cause = counter: its copies (site, other_site] completed in their
 # half-phase, other_site = its DONE there, lane = 1 at a signal or the end (0: a returned wait)

@@ -132,7 +132,7 @@ class Naming:
         """classify._unpublished: a copy its wave completed in the half-phase it issued it
         in is LDS001 (the data was there; only the publishing barrier is missing). Also
         i1: not yet, but v is still in that half-phase (the host answers with v's final
-        state; here the record is pending until v's next signal or end)."""
+        state; here the record is flagged and settle.py decides from v's R_SEG_CLOSE)."""
         c = b.c
         closed = b.any_(b.cmp("eq", b.and_(f["seg"], c(1)), c(0)), b.cmp("ult", a_f, a_s))
         found, seg, _ds = self._completion(b, v, f["ctr"], f["seq"])

@@ -164,6 +164,8 @@ class Scheduler:
         self.cursor = -1
         # canonical order: each wave's half-phase (2 * returned waits, +1 in a signal-wait
         # window of the workgroup barrier, as the engine's `seg`) and the waves that last spun
+        # (kept only under that policy: the step loop is hot)
+        self.canonical = policy.order == "canonical"
         self.seg = [0] * len(waves)
         self.spun: dict[int, int] = {}  # wave -> the step it last spun at (since any progress)
         self.on_wave_end = on_wave_end
@@ -178,7 +180,7 @@ class Scheduler:
         ready = self.ready
         if self.policy.order == "random":
             return ready[self.rng.randrange(len(ready))]
-        if self.policy.order == "canonical":
+        if self.canonical:
             pool = [w for w in ready if w not in self.spun]
             if not pool:  # every ready wave spins: the one that spun longest ago goes next
                 return min(ready, key=self.spun.__getitem__)
@@ -299,7 +301,8 @@ class Scheduler:
                 raise type(exc)(self._budget_message(exc, None)) from None
         kind = ev[0]
         if kind == "spin":
-            self.spun[w] = self.steps
+            if self.canonical:
+                self.spun[w] = self.steps
             self.spins += 1
             if self.spins > SPIN_LIMIT:
                 raise SpinTimeout(self._deadlock_message(
@@ -307,9 +310,10 @@ class Scheduler:
                     "progress (a spin-wait that never ends):"))
             return
         self.spins = 0
-        self.spun.clear()
-        if kind in ("barrier", "signal", "wait") and ev[1] == -1:
-            self.seg[w] += 2 if kind == "barrier" else 1
+        if self.canonical:
+            self.spun.clear()
+            if kind in ("barrier", "signal", "wait") and ev[1] == -1:
+                self.seg[w] += 2 if kind == "barrier" else 1
         if kind == "sync":
             return
         if kind == "barrier":

@@ -15,6 +15,7 @@ from typing import Callable
 from ldssan.passes.ir.types import byte_size
 
 from .emu.hooks import ShadowHooks
+from .emu.split import BatchSplit
 from .emu.launch import lds_layout
 from .records import NO_SITE, VERBATIM_PER_KEY, Ring
 from .shadow import ShadowEngine
@@ -55,27 +56,42 @@ class ShadowSession:
         self.ring = Ring(ring_capacity, verbatim=VERBATIM_PER_KEY)  # one bug never floods the ring
         self.launch = next(_launch_ids)
         self.on_finish = on_finish
-        self.engines: list[ShadowEngine] = []
+        self.engines: list[ShadowEngine] = []  # every engine begun since the last end_batch
+        self._open: list = []  # their finish calls (a batch's: `split.BatchSplit.finish`)
         self.kernels: list[str] = []
 
     # -- called by the emulator's Launcher ------------------------------------------------------
     def begin_batch(self, prog, waves, chunk, grid, lds_bytes):
         gx, gy, _gz = grid
         groups = [x + gx * (y + gy * z) for x, y, z in chunk]
-        engine = ShadowEngine(lds_bytes, len(waves), self.ring, groups=groups, launch=self.launch)
-        self.engines.append(engine)
         if prog.name not in self.kernels:
             self.kernels.append(prog.name)
         for ctx in waves:
-            ctx.san = ShadowHooks(engine, ctx)
             ctx.lds_oob_ok = True  # out-of-range LDS is reported as LDS031, not raised
-        return lambda ctx: engine.wave_end(ctx.wave, NO_SITE)
+        n_waves = len(waves)
 
-    def end_batch(self) -> None:
-        """Every engine begun since the last call has run to its end."""
-        for engine in self.engines:
-            engine.finish()
+        def new_engine(gs, ring):
+            engine = ShadowEngine(lds_bytes, n_waves, ring, groups=gs, launch=self.launch)
+            self.engines.append(engine)
+            return engine
+
+        if len(chunk) == 1:
+            engine = new_engine(groups, self.ring)
+            for ctx in waves:
+                ctx.san = ShadowHooks(engine, ctx)
+            self._open.append(engine.finish)
+            return lambda ctx: engine.wave_end(ctx.wave, NO_SITE)
+        batch = BatchSplit(waves, groups, new_engine, self.ring, may_split=prog.may_split)
+        self._open.append(batch.finish)
+        return lambda ctx: batch.wave_end(ctx, NO_SITE)
+
+    def end_batch(self) -> int:
+        """Every engine begun since the last call has run to its end. Returns how many of
+        their batches split per workgroup (`split.BatchSplit`)."""
+        splits = sum(bool(finish()) for finish in self._open)
+        self._open = []
         self.engines = []
+        return splits
 
     # -- called by the frontend once the host call returns ------------------------------------
     def finish(self) -> None:

@@ -27,7 +27,7 @@ from ldssan.passes.ir.irview import Block, Function, Loc, ModuleView, Op
 from .ops import load_all
 from ldssan.passes.ir.types import Type
 from .errors import EmulationError, UnsupportedOp, fail_closed
-from .uniformity import analyze, lockstep_refusal
+from .uniformity import analyze, lockstep_refusal, split_possible
 
 __all__ = ["EmulationError", "Program", "Translator", "UnsupportedOp", "clear_cache", "translate",
            "translate_lockstep"]
@@ -43,6 +43,8 @@ class Program:
     line_ops: dict[int, tuple[str, Loc]]
     n_args: int
     filename: str
+    # batched: a sync event may reach some of a batch's workgroups only (`split.BatchSplit`)
+    may_split: bool = False
 
     def op_at(self, lineno: int) -> tuple[str, Loc] | None:
         return self.line_ops.get(lineno)
@@ -95,6 +97,11 @@ class Translator:
 
     def uniform(self, vid: int) -> bool:
         return self.uni.is_uniform(vid)
+
+    def narrowed(self, expr: str, outer: str) -> str:
+        """A branch or loop mask expression; under lockstep kept as the `outer` object while
+        it is all of `outer` (`rt.narrow`), so whole-wave fast paths still apply inside."""
+        return f"R.narrow({expr}, {outer})" if self.lockstep else expr
 
     def tmp(self, prefix: str = "t") -> str:
         return f"{prefix}{next(self._tmp)}"
@@ -229,6 +236,7 @@ def translate(view: ModuleView, fn_name: str, *, batched: bool = False, lockstep
     prog = Program(
         name=fn_name, source=source, wave_fn=namespace["wave"], line_ops=tr.line_ops,
         n_args=len(fn.body[0].args), filename=filename,
+        may_split=batched and split_possible(fn.body),
     )
     if cache_key is not None:
         _CACHE[cache_key] = prog

@@ -328,7 +328,11 @@ class Launcher:
             batch = 1
         if lockstep is None and self.batch == AUTO:
             batch = 1  # per-wave runs batch only when asked (they re-run a chunk on divergence)
-        # a batched lockstep run needs no resident workgroups: nothing in it waits on another workgroup
+        if lockstep is not None and 1 < batch < n_groups and self.resident > 1:
+            # workgroups asked to be resident together share a batch: one of them may wait on
+            # another, which only runs beside it in the same batch (uniformity.lockstep_refusal)
+            batch = max(self.resident, batch - batch % self.resident)
+        # a batched lockstep run needs no resident workgroups: its workgroups run side by side
         resident = self.resident if lockstep is None or batch == 1 else 1
         self._policy = self.policy if lockstep is not None else self.policy.per_wave
         rec = self._current = LaunchRecord(name, grid, block, lds_bytes, str(self._policy), cluster=dims)
@@ -459,9 +463,11 @@ class Launcher:
                 on_end = _end_parts(on_end)
         sched = Scheduler(prog, all_waves, args, self._policy, on_wave_end=on_end)
         sched.run()
-        if self.sanitizer is not None:
-            self.sanitizer.end_batch()
         rec = self._current
+        if self.sanitizer is not None:
+            splits = self.sanitizer.end_batch()
+            if splits:  # a batch whose workgroups' sync streams parted (split.BatchSplit)
+                rec.stats["split_batches"] = rec.stats.get("split_batches", 0) + splits
         ops = sum(w.nops * (w.n_waves if w.lockstep else 1) for w in all_waves) * lanes_per_wave_group
         rec.wave_ops += ops
         rec.lane_ops += ops * WAVE

@@ -367,7 +367,7 @@ class Scheduler:
                 q.popleft().complete()
 
     def _check_batch(self, ctx: WaveCtx, mask) -> None:
-        if ctx.L == 32:
+        if ctx.L == 32 or ctx.lockstep:  # a lockstep batch's workgroups meet barriers apart (see _check_lanes)
             return
         active = np.asarray(mask).reshape(-1, 32).any(axis=1)
         if not (active == ctx.groups_active).all():
@@ -379,6 +379,12 @@ class Scheduler:
         ctx = self.waves[w]
         mask = np.asarray(mask)
         missing = ctx.mask & ~mask
+        if ctx.lockstep and ctx.n_batched > 1:
+            # a workgroup of a lockstep batch takes part in a barrier whole or not at all:
+            # only the workgroups with a lane at it miss lanes
+            per = ctx.L // ctx.n_batched
+            took = (ctx.mask & np.broadcast_to(mask, ctx.mask.shape)).reshape(ctx.n_batched, per).any(axis=1)
+            missing = missing & np.repeat(took, per)
         if not missing.any():
             return
         lo = int(np.flatnonzero(missing)[0]) // 32 * 32  # the first batched workgroup affected

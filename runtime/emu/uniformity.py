@@ -206,48 +206,146 @@ def lockstep_refusal(blocks: list[Block], batched: bool = True) -> str | None:
     as one lane array, or None.
 
     Lockstep runs every wave through the same instruction stream under exec masks, so a
-    barrier must be reached by every lane at once (not under control that differs across
-    waves, lanes or batched workgroups: per-wave barrier sequences). Batched, a `while` loop
-    may spin on a flag another workgroup of the batch sets, which lockstep would never let it
-    see, and a global atomic whose result steers control flow is a cross-workgroup protocol
-    (a ticket, a last-block count) whose order lockstep would fix. One workgroup's lockstep
-    context runs interleaved with other workgroups (resident launches) like a wave does, so
-    it only refuses a `while` whose exit differs across its lanes or that sits under such
-    control (a wave could spin on another wave of the context). Decided from the IR before
-    anything runs, so a refused kernel falls back to the per-wave scheduler with no side effect."""
+    barrier must be reached by all of a workgroup's lanes at once (not under control that
+    differs across its waves or lanes: per-wave barrier sequences); batched workgroups may
+    differ (each takes part in a barrier whole, or not at all). A `while` loop must leave
+    every lane of a workgroup at once (else a wave could spin on another wave of its
+    workgroup that lockstep keeps waiting behind the loop). Batched, a workgroup still in
+    such a loop waits there for the ones that left it, which run nothing until every
+    workgroup has left: a loop whose exit differs across workgroups is refused when anything
+    after it (or later in an enclosing loop) writes memory outside LDS, the only way a
+    workgroup could be waiting on one that left. A global atomic whose result steers control
+    flow is a cross-workgroup protocol (a ticket, a last-block count) whose order batching
+    would fix. One workgroup's lockstep context runs interleaved with other workgroups
+    (resident launches) like a wave does. Decided from the IR before anything runs, so a
+    refused kernel falls back to the per-wave scheduler with no side effect."""
     per_wave = analyze(blocks, batched=batched)
     lock = analyze(blocks, batched=batched, lockstep=True)
+    team = analyze(blocks, batched=False, lockstep=True) if batched else lock
     wave_varying = lock.varying - per_wave.varying
     reach = _Reach(batched=True)
     if batched:
         reach.run(blocks)
-    return _refuse(blocks, lock, wave_varying, reach, False, batched)
+    return _Refuser(lock, team, wave_varying, reach, batched).run(blocks, False, False, False)
 
 
-def _refuse(blocks, lock, wave_varying, reach, divergent: bool, batched: bool) -> str | None:
-    for blk in blocks:
-        for op in blk.ops:
-            where = f"'{op.name}' at {op.loc}"
-            if op.name == "scf.while" and (batched or divergent or _while_exit(op) in lock.varying):
-                if batched:
-                    return f"{where}: a while loop (it may spin on another wave or workgroup)"
-                return f"{where}: a while loop whose exit differs across waves or lanes (it may spin on another wave)"
-            if op.name in BARRIER_OPS and divergent:
-                return f"{where}: a barrier under control flow that differs across waves or lanes"
-            ctl = _controls(op)
-            if any(v in reach.varying for v in ctl):
-                return f"{where}: control flow decided by an atomic's result"
-            for i in SCALAR_OPERANDS.get(op.name, ()):
-                if i < len(op.operands) and op.operands[i] in wave_varying:
-                    return f"{where}: an operand that differs across waves where one value is needed"
-            if op.name == "llvm.call" and any(v in wave_varying and t.kind == "int"
-                                              for v, t in zip(op.operands, op.operand_types)):
-                return f"{where}: a call operand that differs across waves where one value is needed"
-            inner = divergent or any(v in lock.varying for v in ctl)
-            if op.name == "scf.while":
-                inner = inner or _while_exit(op) in lock.varying
-            for region in op.regions:
-                why = _refuse(region, lock, wave_varying, reach, inner, batched)
+class _Refuser:
+    """One walk of `lockstep_refusal` (the analyses it reads, and the tails it computed)."""
+
+    def __init__(self, lock: Uniformity, team: Uniformity, wave_varying: set, reach: Uniformity, batched: bool):
+        self.lock, self.team, self.wave_varying, self.reach, self.batched = lock, team, wave_varying, reach, batched
+        self._writes: dict[int, bool] = {}
+
+    def writes_outside_lds(self, op: Op) -> bool:
+        """Whether `op` (or an op nested in it) may write memory another workgroup can see."""
+        got = self._writes.get(id(op))
+        if got is None:
+            got = _writes_outside_lds(op) or any(self.writes_outside_lds(o) for region in op.regions
+                                                 for blk in region for o in blk.ops)
+            self._writes[id(op)] = got
+        return got
+
+    def run(self, blocks, divergent: bool, in_batch: bool, tail: bool) -> str | None:
+        """`divergent`: under control that differs within a workgroup; `in_batch`: across
+        batched workgroups; `tail`: something after these blocks writes outside LDS."""
+        for blk in blocks:
+            after = [False] * (len(blk.ops) + 1)
+            for i in range(len(blk.ops) - 1, -1, -1):
+                after[i] = after[i + 1] or self.writes_outside_lds(blk.ops[i])
+            for i, op in enumerate(blk.ops):
+                why = self.op(op, divergent, in_batch, tail or after[i + 1])
                 if why:
                     return why
-    return None
+        return None
+
+    def op(self, op: Op, divergent: bool, in_batch: bool, tail: bool) -> str | None:
+        lock, team = self.lock, self.team
+        where = f"'{op.name}' at {op.loc}"
+        ctl = _controls(op)
+        if op.name == "scf.while":
+            exit_ = _while_exit(op)
+            if divergent or exit_ in team.varying:
+                return f"{where}: a while loop whose exit differs across waves or lanes (it may spin on another wave)"
+            if self.batched and (in_batch or exit_ in lock.varying) and tail:
+                return (f"{where}: a while loop whose exit differs across workgroups, with a store to memory "
+                        "outside LDS after it (a workgroup may spin on one that left the loop)")
+        if op.name in BARRIER_OPS and divergent:
+            return f"{where}: a barrier under control flow that differs across waves or lanes"
+        if any(v in self.reach.varying for v in ctl):
+            return f"{where}: control flow decided by an atomic's result"
+        for i in SCALAR_OPERANDS.get(op.name, ()):
+            if i < len(op.operands) and op.operands[i] in self.wave_varying:
+                return f"{where}: an operand that differs across waves where one value is needed"
+        if op.name == "llvm.call" and any(v in self.wave_varying and t.kind == "int"
+                                          for v, t in zip(op.operands, op.operand_types)):
+            return f"{where}: a call operand that differs across waves where one value is needed"
+        if not op.regions:
+            return None
+        inner = divergent or any(v in team.varying for v in ctl)
+        batch = in_batch or any(v in lock.varying for v in ctl)
+        if op.name == "scf.while":
+            batch = batch or _while_exit(op) in lock.varying
+        # later iterations of a loop run its whole body again after any op in it
+        tail = tail or (op.name in ("scf.for", "scf.while") and self.writes_outside_lds(op))
+        for region in op.regions:
+            why = self.run(region, inner, batch, tail)
+            if why:
+                return why
+        return None
+
+
+def _writes_outside_lds(op: Op) -> bool:
+    """Whether the op itself may write global (or other workgroups') memory: stores and
+    atomics not to LDS, copies out of LDS, buffer writes; calls other than ldssan's hooks."""
+    name = op.name
+    if name == "llvm.call":
+        return not str(op.attr("callee") or "").startswith("__ldssan_")
+    if name in ("llvm.store", "llvm.atomicrmw", "llvm.cmpxchg"):
+        ptr = op.operand_types[1 if name == "llvm.store" else 0]
+        return not (ptr.kind == "ptr" and ptr.width == 3)
+    return not name.startswith("rocdl.ds") and any(word in name for word in ("store", "atomic", "write"))
+
+
+# -- may a batch's workgroups issue different sync streams? ------------------------------------
+# Values that may differ between workgroups with the same lanes: workgroup ids, and anything
+# read from memory (each workgroup has its own LDS; global memory may differ when read).
+GROUP_SOURCES = frozenset({"gpu.block_id", "gpu.cluster_id", "gpu.cluster_block_id", "rocdl.workgroup.id.x",
+                           "rocdl.workgroup.id.y", "rocdl.workgroup.id.z"})
+
+
+def _reads_memory(op: Op) -> bool:
+    name = op.name
+    return name in ("llvm.load", "llvm.atomicrmw", "llvm.cmpxchg") or name.startswith("rocdl.ds") \
+        or any(word in name for word in ("load", "atomic", "buffer", "gather"))
+
+
+class _GroupDependent(Uniformity):
+    """Values that may differ across workgroups, lane for lane (lane ids do not)."""
+
+    def op(self, op: Op) -> None:
+        if op.regions:
+            super().op(op)
+        elif op.name in GROUP_SOURCES or _reads_memory(op) or any(v in self.varying for v in op.operands):
+            self._mark(op.results)
+
+
+def split_possible(blocks: list[Block]) -> bool:
+    """Whether an ldssan hook sits under control that may differ across workgroups, so that
+    an event may reach some workgroups of a batch only (`split.BatchSplit` then splits it)."""
+    dep = _GroupDependent(batched=True)
+    dep.run(blocks)
+
+    def walk(blocks, under: bool) -> bool:
+        for blk in blocks:
+            for op in blk.ops:
+                if under and op.name == "llvm.call" and str(op.attr("callee") or "").startswith("__ldssan_"):
+                    return True
+                if not op.regions:
+                    continue
+                inner = under or any(v in dep.varying for v in _controls(op)) or (
+                    op.name == "scf.while" and _while_exit(op) in dep.varying)
+                if any(walk(region, inner) for region in op.regions):
+                    return True
+        return False
+
+    return walk(blocks, False)

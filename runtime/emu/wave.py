@@ -228,6 +228,7 @@ class LockstepCtx(WaveCtx):
     def __init__(self, parts: list[WaveCtx], *, groups, block, grid, lds, gmem, lds_offsets, budget,
                  batched: bool, team=0):
         B, W = len(groups), len(parts)
+        self.n_batched = B  # workgroups on the lane axis (lanes of workgroup g: [g*W*32, (g+1)*W*32))
         super().__init__(wave=0, n_waves=W, groups=list(groups) * W, block=block, grid=grid, lds=lds,
                          gmem=gmem, lds_offsets=lds_offsets, batched=False, budget=budget, team=team)
         self.parts = parts
@@ -291,8 +292,8 @@ class LockstepCtx(WaveCtx):
         lane, with that wave's descriptor."""
         groups = (g0, g1, g2, g3)
         split = self.split_whole(groups) if mask is self.mask and self.mask_full else self.split(mask, groups)
-        for part, gs, _m in split:
-            tdm_copy(part, *gs, to_lds).complete()
+        for part, gs, m in split:
+            tdm_copy(part, *gs, to_lds, m).complete()
 
     def drain(self) -> None:
         super().drain()

@@ -19,7 +19,7 @@ from . import emits
 def tensor_copy(t, op: Op) -> None:
     g = ", ".join(t.v(x) for x in op.operands[:4])
     to_lds = op.name.endswith("to.lds")
-    t.out(f"ctx.issue('tensor', R.tdm_copy(ctx, {g}, {to_lds}))")
+    t.out(f"ctx.issue('tensor', R.tdm_copy(ctx, {g}, {to_lds}, {t.mask}))")
     t.out("yield ('issue', 'tensor')")
 
 

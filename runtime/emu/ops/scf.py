@@ -66,12 +66,12 @@ def scf_if(t, op: Op) -> None:
     for name in t_vals + e_vals:
         t.out(f"{name} = None")
         t.taint_set(name)
-    t.out(f"{m_then} = {outer} & {c}")
+    t.out(f"{m_then} = {t.narrowed(f'{outer} & {c}', outer)}")
     for m, blk, vals in ((m_then, then_blk, t_vals), (m_else, else_blk, e_vals)):
         if blk is None:
             continue
         if m == m_else:
-            t.out(f"{m_else} = {outer} & ~{c}")
+            t.out(f"{m_else} = {t.narrowed(f'{outer} & ~{c}', outer)}")
         t.out(f"if {m}.any():")
         with t.indented():
             t.mask = m
@@ -118,7 +118,7 @@ def _masked_for(t, op: Op, iv: int, iter_args: list[int]) -> None:
     outer = t.mask
     m = t.tmp("M")
     t.out(f"{t.v(iv)} = {t.lanes(lb)}")
-    t.out(f"{m} = {outer} & ({t.v(iv)} < {t.v(ub)})")
+    t.out(f"{m} = {t.narrowed(f'{outer} & ({t.v(iv)} < {t.v(ub)})', outer)}")
     t.out(f"while {m}.any():")
     with t.indented():
         t.out("ctx.tick()")
@@ -132,7 +132,7 @@ def _masked_for(t, op: Op, iv: int, iter_args: list[int]) -> None:
             t.out(f"{t.v(a)} = R.keep({m}, {t.as_shape(vid, False)}, {t.v(a)})")
             t.taint_set(t.v(a), t.v(a), t.v(vid))
         t.out(f"{t.v(iv)} = {t.v(iv)} + {t.v(step)}")
-        t.out(f"{m} = {m} & ({t.v(iv)} < {t.v(ub)})")
+        t.out(f"{m} = {t.narrowed(f'{m} & ({t.v(iv)} < {t.v(ub)})', outer)}")
 
 
 @emits("scf.while")
@@ -184,7 +184,7 @@ def scf_while(t, op: Op) -> None:
             for r, f in zip(res, fwd):
                 t.out(f"{r} = R.keep({leaving}, {t.as_shape(f, False)}, {r})")
                 t.taint_set(r, r, t.v(f))
-            t.out(f"{m} = {m} & {t.v(c)}")
+            t.out(f"{m} = {t.narrowed(f'{m} & {t.v(c)}', outer)}")
             t.out(f"if not {m}.any():")
             with t.indented():
                 t.out("break")

@@ -27,7 +27,7 @@ from .crosslane import (ballot, bpermute, collapse_uniform, dpp, mbcnt, permlane
                         readfirstlane_groups, readlane_groups, shuffle, swizzle)
 from .ints import (ceildivsi, cmpf, cmpi, ctlz, ctpop, cttz, divsi, divui, floordivsi, remsi, remui, shli, shrsi,
                    shrui, umax, umin)
-from .lanes import keep, lanes, merge, select, tuple_set
+from .lanes import keep, lanes, merge, narrow, select, tuple_set
 from .memory import (buffer_load, buffer_store, global_load, global_load_uniform, global_store, lds_load,
                      lds_load_uniform, lds_store,
                      make_rsrc)
@@ -41,7 +41,7 @@ __all__ = [
     "swizzle", "buffer_store", "ceildivsi", "cmpf", "cmpi", "ctlz", "ctpop",
     "cttz", "dense", "divsi", "divui", "erf", "extsi", "extui", "fconv", "floordivsi", "fptosi", "fptoui", "fwide",
     "global_load", "global_load_uniform", "global_store", "keep", "lanes", "lds_load", "lds_load_uniform", "lds_store", "make_rsrc",
-    "mbcnt", "merge", "readfirstlane", "readfirstlane_groups", "readlane_groups", "remsi", "remui", "select",
+    "mbcnt", "merge", "narrow", "readfirstlane", "readfirstlane_groups", "readlane_groups", "remsi", "remui", "select",
     "shli", "shrsi", "shrui", "shuffle", "tdm_copy", "trunci", "tuple_set", "uitofp", "umax", "umin", "wmma",
     "t_buffer_load", "t_buffer_store", "t_global_load", "t_global_store", "t_lds_load", "t_lds_store", "t_wave",
 ]

@@ -14,11 +14,25 @@ from .memory import lds_load, lds_store
 _U8 = np.dtype(np.uint8)
 
 
-def tdm_copy(ctx, g0, g1, g2, g3, to_lds):
+def tdm_copy(ctx, g0, g1, g2, g3, to_lds, mask=None):
     descs = decode_batch(ctx, g0, g1, g2, g3)
     if to_lds and descs.mcast_mask.any():  # tensor stores ignore the workgroup mask; 0: no multicast
         _local_only(ctx, descs.mcast_mask)
-    return TdmCopy(ctx, descs, to_lds)
+    return TdmCopy(ctx, descs, to_lds, _issuing(ctx, mask))
+
+
+def _issuing(ctx, mask) -> np.ndarray | None:
+    """Which workgroups of a batched wave issue a TDM op reached under `mask` (None: all).
+    A TDM op is a wave's scalar instruction: issued when the wave has an active lane, so
+    under control that differs across workgroups only some of the batch's waves issue it."""
+    B = ctx.L // 32
+    if B == 1 or mask is None or mask is ctx.mask:
+        return None
+    m = np.asarray(mask)
+    if m.ndim == 0:
+        return None
+    took = m.reshape(B, 32).any(axis=1)
+    return None if took.all() else took
 
 
 def _local_only(ctx, masks: np.ndarray) -> None:
@@ -50,15 +64,16 @@ class TdmCopy(Copy):
     all at once when their shapes agree (else, or on any memory error, one by one, which
     raises the error of the first workgroup at fault)."""
 
-    __slots__ = ("descs",)
+    __slots__ = ("descs", "issued")
 
-    def __init__(self, ctx, descs: TdmBatch, to_lds: bool):
+    def __init__(self, ctx, descs: TdmBatch, to_lds: bool, issued: np.ndarray | None = None):
         super().__init__(ctx, to_lds)
-        self.descs = descs
+        self.descs = descs  # shared with other copies of the same words: read-only
+        self.issued = issued  # per workgroup: its wave issued the op (None: every one)
 
     def move(self) -> None:
         b = self.descs
-        live = np.flatnonzero(b.pred)
+        live = np.flatnonzero(b.pred if self.issued is None else b.pred & self.issued)
         if not live.size:
             return
         if b.same_geometry() and (self._load_all if self.to_lds else self._store_all)(live):

@@ -31,6 +31,12 @@ def select(c, a, b):
     return np.where(_cond(c, a), a, b).astype(a.dtype, copy=False)
 
 
+def narrow(m, outer):
+    """A branch or loop mask under `outer`: `outer` itself while no lane has left it (the
+    sanitizer's hooks take their whole-wave paths on that identity; lockstep code only)."""
+    return outer if np.array_equal(m, outer) else m
+
+
 def merge(c, then, other):
     """Result of a divergent scf.if: `then` where c, else `other` (None = side not run)."""
     if then is None:

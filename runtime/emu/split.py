@@ -167,7 +167,8 @@ def _forward(name: str):
     def call(self, *args):
         batch = self.batch
         if batch.per_group is None:
-            if batch.reaches_all(self.ctx, args[-1]):
+            mask = args[-1]
+            if mask is self.ctx.mask or batch.reaches_all(self.ctx, mask):
                 log = batch.log
                 if log is not None:
                     log.append((self.index, name, args))

@@ -114,10 +114,8 @@ class TdmCopy(Copy):
             return False
         gaddr, eb, lidx, zidx = tiles
         data = None
-        if zidx is None and len(live) == 1 and gaddr.size:  # one whole tile: its rows, no index
-            d = self.descs.row(int(live[0]))
-            data = self.ctx.gmem.read_rows(d.global_addr, d.tile_dim1, d.tile_dim0 * eb, d.stride1 * eb)
-            data = None if data is None else data.reshape(-1, eb)
+        if zidx is None and gaddr.size:  # whole tiles: their rows, no index
+            data = self._rows(live, eb)
         try:
             if data is None and gaddr.size:
                 data = self.ctx.gmem.read(gaddr, _U8, eb)
@@ -129,6 +127,18 @@ class TdmCopy(Copy):
         if zidx is not None:
             mem[zidx] = 0
         return True
+
+    def _rows(self, live: np.ndarray, eb: int) -> np.ndarray | None:
+        """The in-bounds tiles of the workgroups `live` as (elements, eb) bytes, tile after
+        tile, copied row by row (None when a tile is not in one registered region)."""
+        rows = []
+        for g in live.tolist():
+            d = self.descs.row(g)
+            r = self.ctx.gmem.read_rows(d.global_addr, d.tile_dim1, d.tile_dim0 * eb, d.stride1 * eb)
+            if r is None:
+                return None
+            rows.append(r.reshape(-1, eb))
+        return rows[0] if len(rows) == 1 else np.concatenate(rows)
 
     def _store_all(self, live: np.ndarray) -> bool:
         tiles = self._tiles(live)

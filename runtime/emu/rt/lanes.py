@@ -33,8 +33,9 @@ def select(c, a, b):
 
 def narrow(m, outer):
     """A branch or loop mask under `outer`: `outer` itself while no lane has left it (the
-    sanitizer's hooks take their whole-wave paths on that identity; lockstep code only)."""
-    return outer if np.array_equal(m, outer) else m
+    sanitizer's hooks take their whole-wave paths on that identity; lockstep code only).
+    `m` is `outer & something`, so equal counts of active lanes mean equal masks."""
+    return outer if np.count_nonzero(m) == np.count_nonzero(outer) else m
 
 
 def merge(c, then, other):

@@ -287,8 +287,10 @@ class _Refuser:
             batch = batch or _while_exit(op) in lock.varying
         # later iterations of a loop run its whole body again after any op in it
         tail = tail or (op.name in ("scf.for", "scf.while") and self.writes_outside_lds(op))
-        for region in op.regions:
-            why = self.run(region, inner, batch, tail)
+        for i, region in enumerate(op.regions):
+            # lockstep runs an if's else side after its then side, under the other lanes
+            later = any(self.writes_outside_lds(o) for r in op.regions[i + 1:] for blk in r for o in blk.ops)
+            why = self.run(region, inner, batch, tail or later)
             if why:
                 return why
         return None

@@ -158,7 +158,33 @@ CROSS_SPIN = """
       llvm.store %c1, %p : i32, !llvm.ptr<1>"""
 
 
-@pytest.mark.parametrize("body", [WORK_LOOP_THEN_STORE, CROSS_SPIN], ids=["store-after", "cross-spin"])
+# the same with the flag set on the other side of one if: lockstep runs the then side (the
+# spin) before the else side (the store)
+CROSS_SPIN_ELSE = """
+      %c0 = arith.constant 0 : i32
+      %c1 = arith.constant 1 : i32
+      %c31 = arith.constant 31 : i32
+      %bx = gpu.block_id x
+      %b = arith.index_cast %bx : index to i32
+      %flag = llvm.getelementptr %out[%c31] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, i32
+      %waiter = arith.cmpi ne, %b, %c0 : i32
+      scf.if %waiter {
+        %n = scf.while (%k = %c0) : (i32) -> (i32) {
+          %f = llvm.load volatile %flag : !llvm.ptr<1> -> i32
+          %go = arith.cmpi eq, %f, %c0 : i32
+          scf.condition(%go) %k : i32
+        } do {
+        ^bb0(%k2: i32):
+          %k3 = arith.addi %k2, %c1 : i32
+          scf.yield %k3 : i32
+        }
+      } else {
+        llvm.store %c1, %flag : i32, !llvm.ptr<1>
+      }"""
+
+
+@pytest.mark.parametrize("body", [WORK_LOOP_THEN_STORE, CROSS_SPIN, CROSS_SPIN_ELSE],
+                         ids=["store-after", "cross-spin", "cross-spin-else"])
 def test_a_loop_another_workgroup_may_spin_in_is_not_batched(body):
     blocks = parse_module(module(body)).functions["kern"].body
     why = lockstep_refusal(blocks, batched=True)

@@ -131,7 +131,7 @@ WORK_LOOP_THEN_STORE = WORK_LOOP + """
 
 # workgroups 1.. spin until workgroup 0 sets out[31], which it does after their loop in
 # program order: batched, they would spin with workgroup 0 held behind the loop
-CROSS_SPIN = """
+_SPIN = """
       %c0 = arith.constant 0 : i32
       %c1 = arith.constant 1 : i32
       %c31 = arith.constant 31 : i32
@@ -149,35 +149,16 @@ CROSS_SPIN = """
           %k3 = arith.addi %k2, %c1 : i32
           scf.yield %k3 : i32
         }
-      }
+      }"""
+CROSS_SPIN = _SPIN + """
       %setter = arith.cmpi eq, %b, %c0 : i32
       scf.if %setter {
         llvm.store %c1, %flag : i32, !llvm.ptr<1>
       }
       %p = llvm.getelementptr %out[%b] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, i32
       llvm.store %c1, %p : i32, !llvm.ptr<1>"""
-
-
-# the same with the flag set on the other side of one if: lockstep runs the then side (the
-# spin) before the else side (the store)
-CROSS_SPIN_ELSE = """
-      %c0 = arith.constant 0 : i32
-      %c1 = arith.constant 1 : i32
-      %c31 = arith.constant 31 : i32
-      %bx = gpu.block_id x
-      %b = arith.index_cast %bx : index to i32
-      %flag = llvm.getelementptr %out[%c31] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, i32
-      %waiter = arith.cmpi ne, %b, %c0 : i32
-      scf.if %waiter {
-        %n = scf.while (%k = %c0) : (i32) -> (i32) {
-          %f = llvm.load volatile %flag : !llvm.ptr<1> -> i32
-          %go = arith.cmpi eq, %f, %c0 : i32
-          scf.condition(%go) %k : i32
-        } do {
-        ^bb0(%k2: i32):
-          %k3 = arith.addi %k2, %c1 : i32
-          scf.yield %k3 : i32
-        }
+# the flag set on the if's other side: lockstep runs the then side (the spin) first
+CROSS_SPIN_ELSE = _SPIN.removesuffix("\n      }") + """
       } else {
         llvm.store %c1, %flag : i32, !llvm.ptr<1>
       }"""

@@ -200,7 +200,7 @@ PROCESS_TENSORS = ProcessTensors()
 
 
 _INDEX_SEEN_BYTES = 8 << 20  # index arrays remembered per LDS (`LocalMemory.index`)
-_INDEX_SEEN_LANES = 256  # ... for accesses of at most this many lanes
+_INDEX_SEEN_LANES = 1024  # ... for accesses of at most this many lanes (a batch of a few workgroups)
 _INDEX_TRIAL = 256  # an LDS stops remembering at this many misses if it had fewer hits
 
 

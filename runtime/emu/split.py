@@ -143,10 +143,6 @@ class BatchSplit:
             engine.finish()
         return self.per_group is not None
 
-    @property
-    def split(self) -> bool:
-        return self.per_group is not None
-
 
 class BatchHooks:
     """`ctx.san` of a batched wave: forwards each hook call to the batch engine while it

@@ -270,7 +270,8 @@ def _group_words(B: int, value) -> np.ndarray:
 # Decoded batches by their raw words: the copy and the sanitizer's footprint hook decode the
 # same words, and kernels reissue the same descriptors (per stage and slot).
 _DECODED: dict[tuple, TdmBatch] = {}
-_DECODED_MAX = 2048  # (keys are B x 24 words; kernels issue one descriptor per stage, slot and tile)
+_DECODED_MAX = 8192  # keys are B x 24 words; kernels issue one descriptor per stage, slot and tile (per-wave
+# and batched runs of one kernel decode different batches: both fit, neither evicts the other)
 
 
 def decode_batch(ctx, g0, g1, g2, g3) -> TdmBatch:

@@ -213,8 +213,9 @@ def lockstep_refusal(blocks: list[Block], batched: bool = True) -> str | None:
     workgroup that lockstep keeps waiting behind the loop). Batched, a workgroup still in
     such a loop waits there for the ones that left it, which run nothing until every
     workgroup has left: a loop whose exit differs across workgroups is refused when anything
-    after it (or later in an enclosing loop) writes memory outside LDS, the only way a
-    workgroup could be waiting on one that left. A global atomic whose result steers control
+    after it (later in an enclosing loop, or on the other side of an if it sits in, which
+    lockstep runs after this side) writes memory outside LDS, the only way a workgroup could
+    be waiting on one that left. A global atomic whose result steers control
     flow is a cross-workgroup protocol (a ticket, a last-block count) whose order batching
     would fix. One workgroup's lockstep context runs interleaved with other workgroups
     (resident launches) like a wave does. Decided from the IR before anything runs, so a

@@ -63,12 +63,13 @@ def test_the_edits_are_the_planted_lines():
     assert S["rowmap_wait"] < S["epilogue_barrier"] < S["rowmap_read"]
 
 
+@pytest.mark.parametrize("policy", ["round-robin", "lockstep"])  # lockstep: the work loop batched
 @pytest.mark.parametrize("name", list(BUGS))
-def test_mega_moe_bug_is_reported_with_rule_and_both_lines(name):
+def test_mega_moe_bug_is_reported_with_rule_and_both_lines(name, policy):
     edits, code, this_via, other_via = BUGS[name]
     mod = load_variant(M, edits, tag=name)
     x, logits, w1, w2 = _inputs()
-    with hook.sanitize("round-robin", resident=4) as col:
+    with hook.sanitize(policy, resident=4) as col:
         mod.mega_moe(x, logits, w1, w2)  # the verdict is the sanitizer's; values are not checked
     found = [v for v in col.violations if v.code == code]
     assert found, f"{name}: expected {code}, got {sorted({v.code for v in col.violations})}"

@@ -23,6 +23,7 @@ import numpy as np
 from ldssan.passes.abi import HOOKS
 
 from .hooks import ShadowHooks
+from .wave import workgroups_reached
 
 WAVE = 32
 LOG_LANES = 1 << 24  # lanes of logged events (per-lane arrays of 8 bytes: ~128 MiB at most)
@@ -57,7 +58,6 @@ class BatchSplit:
     def __init__(self, ctxs, groups: list[int], new_engine: Callable, ring, *, may_split: bool):
         self.ctxs = list(ctxs)
         self.groups = list(groups)
-        self.B = len(groups)
         self.new_engine = new_engine  # (workgroup ids, ring) -> ShadowEngine
         self.ring = ring
         # a batch that cannot split (`Program.may_split`) pushes at once and logs nothing
@@ -73,13 +73,8 @@ class BatchSplit:
 
     # -- does an event reach every workgroup of the batch, or none? ---------------------------
     def reaches_all(self, ctx, mask) -> bool:
-        if mask is ctx.mask:
-            return True
-        a = np.asarray(mask)
-        if a.ndim == 0:
-            return True
-        took = a.reshape(self.B, -1).any(axis=1)
-        return bool(took.all()) or not took.any()
+        took = workgroups_reached(ctx, mask)
+        return took is None or not took.any()
 
     # -- the split -----------------------------------------------------------------------------
     def divide(self) -> None:

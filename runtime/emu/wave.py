@@ -100,6 +100,21 @@ def _ignore(*args, **kwargs):
     return None
 
 
+def workgroups_reached(ctx, mask) -> np.ndarray | None:
+    """Which workgroups of a batched wave (lane g*32 + l: lane l of workgroup g) have an
+    active lane in `mask`, as a bool per workgroup; None when every one has (or one
+    workgroup only). A wave's scalar work (a TDM issue, a sanitizer event) happens in a
+    workgroup exactly when its wave there has an active lane."""
+    B = ctx.L // 32
+    if B == 1 or mask is None or mask is ctx.mask:
+        return None
+    m = np.asarray(mask)
+    if m.ndim == 0:
+        return None
+    took = m.reshape(B, 32).any(axis=1)
+    return None if took.all() else took
+
+
 class Copy:
     """An in-flight asynchronous copy of one wave; `complete()` moves its data, once."""
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..memory import EmuMemoryError
 from ..tdm import Tdm2D, TdmBatch, decode_batch
-from ..wave import Copy
+from ..wave import Copy, workgroups_reached
 from .memory import lds_load, lds_store
 
 _U8 = np.dtype(np.uint8)
@@ -18,21 +18,8 @@ def tdm_copy(ctx, g0, g1, g2, g3, to_lds, mask=None):
     descs = decode_batch(ctx, g0, g1, g2, g3)
     if to_lds and descs.mcast_mask.any():  # tensor stores ignore the workgroup mask; 0: no multicast
         _local_only(ctx, descs.mcast_mask)
-    return TdmCopy(ctx, descs, to_lds, _issuing(ctx, mask))
-
-
-def _issuing(ctx, mask) -> np.ndarray | None:
-    """Which workgroups of a batched wave issue a TDM op reached under `mask` (None: all).
-    A TDM op is a wave's scalar instruction: issued when the wave has an active lane, so
-    under control that differs across workgroups only some of the batch's waves issue it."""
-    B = ctx.L // 32
-    if B == 1 or mask is None or mask is ctx.mask:
-        return None
-    m = np.asarray(mask)
-    if m.ndim == 0:
-        return None
-    took = m.reshape(B, 32).any(axis=1)
-    return None if took.all() else took
+    # a TDM op is a wave's scalar instruction: only the workgroups whose wave reaches it issue it
+    return TdmCopy(ctx, descs, to_lds, workgroups_reached(ctx, mask))
 
 
 def _local_only(ctx, masks: np.ndarray) -> None:

@@ -72,6 +72,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..records import NO_LANE
+from .errors import ShadowInternalError
 from .kinds import N_COUNTERS, OP_ATOMIC, OP_READ
 from .tables import (  # noqa: F401  (re-exported)
     _U64, byte_footprint, _EMPTY_I, _GROUP_ROWS_MAX, _INTP_SLOTS_MAX, _READ_GROUPS, LANE_PER_BYTE, MAX_GRANULE_LOG2, Clock,
@@ -82,6 +83,9 @@ from .tables import (  # noqa: F401  (re-exported)
 
 class LdsShadow:
     """The shadow of G workgroups' LDS (state table: module docstring)."""
+
+    #: per-byte events kept before their payloads are pruned to the ones slots still hold
+    PRUNE_AT = 4096
 
     def __init__(self, groups: int, lds_bytes: int, n_waves: int):
         self.G = groups
@@ -95,7 +99,10 @@ class LdsShadow:
         self.lineages: list = [None] * (2 * n_waves)  # index 2*wave + is_ds; Clock on first use
         # events whose lanes differ inside a granule: eid -> payload (for `lane_at`)
         self._per_byte: dict = {}
-        self._prune_at = 4096
+        self._prune_at = self.PRUNE_AT
+        # events below this id have been stored into the slots; registered ones at or above
+        # it are still on their way there (`apply` / `store_reads` run after registration)
+        self._stored_below = 1
         self.read_last = None  # after a read: last_w of its rows (engine: MODEL §6a)
         W = n_waves
         self._wtmpl = np.zeros(W, np.intp)  # a race-free write's new write slots
@@ -363,6 +370,7 @@ class LdsShadow:
             self._lcol[W + wave][rows] = fp.lanes
             self._rlastcol[wave][rows] = last
             self.read_last = last
+            self._stored_below = eid + 1
             return conf, uninit
 
         Sw = self.wl.take(rows, axis=0)
@@ -409,6 +417,7 @@ class LdsShadow:
                 Sr *= ur
                 self.rs[rows] = Sr
         self._lcol[wave][rows] = fp.lanes
+        self._stored_below = eid + 1
         return conf, uninit
 
     def read_group(self, fps: list) -> "ReadGroup":
@@ -443,6 +452,7 @@ class LdsShadow:
         self._lcol[self.W + wave][rows] = g.lanes
         self._rlastcol[wave][rows] = last
         self.read_last = None
+        self._stored_below = eid0 + len(g.fps)
 
     def _write_conflicts(self, op, rows, SW, SR, unW, unR, nW, nR):
         ev = self.events
@@ -510,23 +520,34 @@ class LdsShadow:
     # -- lanes of recorded events ---------------------------------------------------------------
 
     def register_per_byte(self, eid: int, pay) -> None:
-        """Event `eid` stored LANE_PER_BYTE lanes: keep its payload for `lane_at`."""
+        """Event `eid` will store LANE_PER_BYTE lanes: keep its payload for `lane_at`.
+        Called before the event's slots are written, so the pruning keeps every event not
+        yet stored (issue 29: pruning the event being registered lost its lanes, and the
+        race it later took part in ended in a KeyError)."""
         self._per_byte[eid] = pay
         if len(self._per_byte) > self._prune_at:
-            W = self.W
-            live = set(np.unique(self.wl[self.lanes[:, :W] == LANE_PER_BYTE]).tolist())
-            live.update(np.unique(self.rs[self.lanes[:, W:] == LANE_PER_BYTE]).tolist())
-            if self.hid is not None:
-                live.update(np.unique(self.hid[self.hlane == LANE_PER_BYTE]).tolist())
-            self._per_byte = {e: p for e, p in self._per_byte.items() if e in live}
-            self._prune_at = max(4096, 2 * len(self._per_byte))
+            self._prune_per_byte()
+
+    def _prune_per_byte(self) -> None:
+        """Drop the payloads of per-byte events no slot holds any more."""
+        W = self.W
+        live = set(np.unique(self.wl[self.lanes[:, :W] == LANE_PER_BYTE]).tolist())
+        live.update(np.unique(self.rs[self.lanes[:, W:] == LANE_PER_BYTE]).tolist())
+        if self.hid is not None:
+            live.update(np.unique(self.hid[self.hlane == LANE_PER_BYTE]).tolist())
+        pending = self._stored_below
+        self._per_byte = {e: p for e, p in self._per_byte.items() if e in live or e >= pending}
+        self._prune_at = max(self.PRUNE_AT, 2 * len(self._per_byte))
 
     def lane_at(self, eid: int, stored: int, g: int, byte: int) -> int:
         """The lane of event `eid` that accessed byte `byte` of group `g` (the last one, as a
         per-byte store would keep), given the lane value stored in its slot."""
         if stored != LANE_PER_BYTE:
             return int(stored)
-        grp, bytes_, lane = byte_footprint(self._per_byte[eid])
+        pay = self._per_byte.get(eid)
+        if pay is None:  # an invariant broke: name it rather than a bare KeyError
+            raise ShadowInternalError(f"the lanes of LDS event {eid} were dropped while a slot still held it")
+        grp, bytes_, lane = byte_footprint(pay)
         hit = np.flatnonzero((grp == g) & (bytes_ == byte))
         return int(lane[hit[-1]])
 

@@ -7,6 +7,7 @@ import numpy as np
 
 from ..records import NO_LANE  # noqa: F401
 from .classify import AccessInfo
+from .errors import ShadowLimitError
 from .kinds import N_COUNTERS, OP_WRITE
 
 #: wlane/rlane value: the event's lanes differ inside the granule; `lane_at` recomputes it
@@ -49,22 +50,30 @@ class EventTable:
     _COLUMNS = (("seq", np.int64), ("wc", np.int32), ("op", np.int8), ("tix", np.int32),
                 ("copy", np.bool_), ("site", np.int64), ("A", np.int32), ("seg", np.int32))
     _SYNC_EVERY = 4096
+    #: event ids fit the slots' dtype (int32 for a large shadow) and `tix` (int32: at most one
+    #: clock table per event); `_grow` refuses by name to go past it, never wraps
+    ID_MAX = np.iinfo(np.int32).max
 
     def __init__(self, capacity: int = 1024):
         self.n = 1
+        self.id_max = self.ID_MAX
         for name, dtype in self._COLUMNS:
             setattr(self, name, np.zeros(capacity, dtype))
         self.seq[0] = -1
         self._synced = 1  # events below are in the numpy columns; the rest in _recent
         self._recent: list[tuple] = []
         self.clocks: list[np.ndarray] = []  # clock tables, indexed by `tix`
-        self._clock_stack = None
+        self._clock_stack = None  # rows 0.._stacked-1 are clocks[0.._stacked-1] (capacity doubles)
+        self._stacked = 0
 
     def __len__(self) -> int:
         return self.n - 1
 
     def _grow(self, need: int) -> None:
-        cap = max(2 * len(self.seq), need)
+        if need - 1 > self.id_max:
+            raise ShadowLimitError(f"one batch of the launch made more than {self.id_max:,} LDS accesses, "
+                                   "the most its shadow can number; launch fewer loop iterations or workgroups")
+        cap = min(max(2 * len(self.seq), need), self.id_max + 1)
         for name, _dtype in self._COLUMNS:
             col = getattr(self, name)
             grown = np.zeros(cap, col.dtype)
@@ -103,7 +112,11 @@ class EventTable:
             return
         new = self._recent
         for j, (name, _dtype) in enumerate(self._COLUMNS[2:], start=2):
-            getattr(self, name)[n0:n] = [r[j] for r in new]
+            try:
+                getattr(self, name)[n0:n] = [r[j] for r in new]
+            except OverflowError:  # barrier phases (A, seg) past 32 bits: named, never wrapped
+                raise ShadowLimitError(f"a wave passed more than 2**31 barrier events (column {name!r} of "
+                                       "the shadow's event table); launch fewer loop iterations") from None
         self._recent = []
         self._synced = n
 
@@ -137,10 +150,23 @@ class EventTable:
     def ordered_before(self, p: np.ndarray, a: np.ndarray) -> np.ndarray:
         """Per pair: event p[i] happens before event a[i] (by a[i]'s own clock table)."""
         self.sync()
-        if len(self.clocks) != (0 if self._clock_stack is None else len(self._clock_stack)):
-            self._clock_stack = np.stack(self.clocks)
-        T = self._clock_stack
+        T = self._stack_clocks()
         return self.seq.take(p) <= T[self.tix.take(a), self.wc.take(p)]
+
+    def _stack_clocks(self) -> np.ndarray:
+        """Every clock table as one 2-D array, extended by the new ones only (restacking all
+        of them per call made long racy loops quadratic)."""
+        n, done = len(self.clocks), self._stacked
+        if n != done:
+            buf = self._clock_stack
+            if buf is None or len(buf) < n:
+                grown = np.empty((max(2 * n, 64), self.clocks[0].size), self.clocks[0].dtype)
+                if done:
+                    grown[:done] = buf[:done]
+                buf = self._clock_stack = grown
+            buf[done:n] = self.clocks[done:n]
+            self._stacked = n
+        return self._clock_stack
 
 
 class Clock:

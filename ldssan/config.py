@@ -96,6 +96,20 @@ def _isa_mode(raw: str) -> str:
 DEVICE_CHOICES = ("auto", "off", "virtual", "emulated", "hardware")
 
 
+def _time_limit(raw: str) -> "float | str":
+    from ldssan.runtime.emu.limits import time_limit_option
+
+    seconds = time_limit_option(raw.strip())
+    return "auto" if seconds is None else seconds
+
+
+def _step_budget(raw: str) -> "int | str":
+    from ldssan.runtime.emu.limits import step_budget_option
+
+    steps = step_budget_option(raw.strip())
+    return "auto" if steps is None else steps
+
+
 def _policy(raw: str) -> str:
     from ldssan.runtime.emu.sched import Policy
 
@@ -116,6 +130,14 @@ OPTIONS = {
                    f"({RING_BUDGET_BYTES >> 20} MiB; overflow is counted)", _int_range(1, RING_MAX)),
     "batch": Option(f"{PREFIX}_BATCH", "auto", "workgroups run together on the lane axis: auto (as many as "
                     "fit the lane budget under lockstep; one under per-wave policies) or a number", _batch),
+    "time_limit": Option(f"{PREFIX}_TIME_LIMIT", "auto",
+                         "CPU seconds of emulation one launch may take before it stops with EmulationTimeout: "
+                         "auto (10 s per 1024 threads of the launch, threads x workgroups, up to an hour) "
+                         "or a number of seconds", _time_limit),
+    "step_budget": Option(f"{PREFIX}_STEP_BUDGET", "auto",
+                          "loop iterations one scheduler run (a batch of workgroups) may take before it stops "
+                          "with StepBudgetExceeded: auto (50,000,000 per 1024 threads of the run) or a number",
+                          _step_budget),
     "coverage": Option(f"{PREFIX}_COVERAGE", False, "print each kernel's instrumented sites by kind", _bool),
     "max_reports": Option(f"{PREFIX}_MAX_REPORTS", 20, "violations printed in full per test", _positive),
     "lint": Option(f"{PREFIX}_LINT", "warn",

@@ -22,6 +22,7 @@ from ldssan.passes import locations
 from ldssan.passes.instrument import instrument_pass
 from ldssan.runtime.emu import frontend
 from ldssan.runtime.emu.frontend import EmuConfig
+from ldssan.runtime.emu.limits import Limits
 from ldssan.runtime.emu.launch import batch_option
 from ldssan.runtime.emu.sched import Policy
 from ldssan.runtime.session import ShadowSession
@@ -91,9 +92,10 @@ def engine_for(choice: str) -> str:
 _hardware: list = []  # the HardwareLaunches installed by enable() (FLYDSL_LDSSAN_DEVICE=hardware)
 
 
-def _make_config(policy, ring: int, batch: int, resident: int = 1, engine: str = "python"):
+def _make_config(policy, ring: int, batch: int, resident: int = 1, engine: str = "python", limits=None):
     """The EmuConfig of a sanitized run; under `hardware` also the installed HardwareLaunches
-    (its caller uninstalls it), else None."""
+    (its caller uninstalls it), else None. `limits`: (time limit, step budget) as given, None
+    for an unset one (then the FLYDSL_LDSSAN_* option)."""
     # FlyDSL keeps 5 user frames per location by default: too few to reach the kernel line
     # that called a helper from inside a loop body. Reports want the whole chain.
     os.environ.setdefault("FLYDSL_DEBUG_MAX_LOC_DEPTH", "16")
@@ -122,8 +124,9 @@ def _make_config(policy, ring: int, batch: int, resident: int = 1, engine: str =
         launches = HardwareLaunches(capacity=ring, on_finish=on_finish)
         launches.install()
         return launches.config, launches
+    lim = _limits(*(limits or (None, None)))
     cfg = EmuConfig(policy=policy, batch=1 if callable(batch) else batch_option(batch), resident=resident,
-                    sanitize=True,
+                    sanitize=True, time_limit=lim.time_limit, step_budget=lim.step_budget,
                     pass_options=f"ring={ring}")
 
     def factory(sites_json, entry, view):
@@ -135,8 +138,15 @@ def _make_config(policy, ring: int, batch: int, resident: int = 1, engine: str =
     return cfg, None
 
 
+def _limits(time_limit, step_budget) -> Limits:
+    """The run's limits: each as given, else its FLYDSL_LDSSAN_* option ("auto" by default)."""
+    return Limits(config.get("time_limit") if time_limit is None else time_limit,
+                  config.get("step_budget") if step_budget is None else step_budget)
+
+
 def enable(*, policy: "Policy | str | None" = None, ring: int | None = None, batch: "int | str | None" = None,
-           device: str | None = None) -> EmuConfig:
+           device: str | None = None, time_limit: "float | str | None" = None,
+           step_budget: "int | str | None" = None) -> EmuConfig:
     """Sanitize every FlyDSL launch of this process (what `FLYDSL_LDSSAN=1` does).
     Every FLYDSL_LDSSAN_* option is validated first (a bad one is a `config.ConfigError`).
     `device` (default FLYDSL_LDSSAN_DEVICE): 'virtual' makes torch's GPU device the virtual
@@ -152,7 +162,8 @@ def enable(*, policy: "Policy | str | None" = None, ring: int | None = None, bat
     while _hardware:  # a second enable() replaces the first
         _hardware.pop().uninstall()
     cfg, launches = _make_config(policy or config.get("policy"), ring or config.get("ring"),
-                                 config.get("batch") if batch is None else batch, engine=checker)
+                                 config.get("batch") if batch is None else batch, engine=checker,
+                                 limits=(time_limit, step_budget))
     if launches is not None:
         _hardware.append(launches)
     frontend.set_global(cfg)
@@ -190,7 +201,8 @@ def enabled() -> bool:
 
 @contextmanager
 def sanitize(policy: "Policy | str" = "lockstep", *, ring: int = 4096, batch: "int | str" = "auto",
-             resident: int = 1, device: str = "off"):
+             resident: int = 1, device: str = "off", time_limit: "float | str | None" = None,
+             step_budget: "int | str | None" = None):
     """Sanitize the FlyDSL launches inside the block; yields the `Collector` of their results.
     The default `lockstep` runs a workgroup's waves, and as many workgroups as fit the lane
     budget (`batch="auto"`), as one lane array (same verdicts, faster; kernels it cannot run
@@ -198,12 +210,15 @@ def sanitize(policy: "Policy | str" = "lockstep", *, ring: int = 4096, batch: "i
     `batch` may be a function of each host call's `ModuleView` returning that call's batch.
     `device` as FLYDSL_LDSSAN_DEVICE (`engine_for`): the default 'off' is the Python engine;
     'emulated' / 'hardware' check with the device runtime (lockstep then runs per wave).
+    `time_limit` (CPU seconds per launch) / `step_budget` (loop iterations per scheduler run):
+    None = FLYDSL_LDSSAN_TIME_LIMIT / _STEP_BUDGET ("auto": scaled with the launch).
     torch's GPU device is left as it is."""
     col = Collector()
     _collector_stack.append(col)
     cfg = launches = None
     try:
-        cfg, launches = _make_config(policy, ring, batch, resident, engine=engine_for(device))
+        cfg, launches = _make_config(policy, ring, batch, resident, engine=engine_for(device),
+                                     limits=(time_limit, step_budget))
         with frontend.active(cfg):
             yield col
     except Exception as exc:

@@ -41,11 +41,18 @@ def pytest_addoption(parser):
     group.addoption("--ldssan-report", default=None, metavar="PATH",
                     help="write all violations to PATH (.sarif for SARIF, otherwise JSON)")
     group.addoption("--ldssan-require-launch", action="store_true", default=False, help=REQUIRE_HELP)
+    group.addoption("--ldssan-time-limit", default=None, metavar="SECONDS",
+                    help="CPU seconds of emulation per launch: auto (default; scales with the launch) or a number")
+    group.addoption("--ldssan-step-budget", default=None, metavar="STEPS",
+                    help="loop iterations per emulator run: auto (default; scales with the run) or a number")
 
 
 def _setting(cfg, opt: str, name: str):
     value = cfg.getoption(opt)
     return opts.get(name) if value is None else value
+
+
+_LIMIT_FLAGS = (("--ldssan-time-limit", "time_limit"), ("--ldssan-step-budget", "step_budget"))
 
 
 def _validate(config) -> None:
@@ -59,6 +66,13 @@ def _validate(config) -> None:
             opts.OPTIONS["policy"].parse(policy)
         except ValueError as exc:
             raise opts.ConfigError(f"ldssan: --ldssan-policy={policy!r}: {exc}") from None
+    for flag, name in _LIMIT_FLAGS:
+        value = config.getoption(flag)
+        if value is not None:
+            try:
+                opts.OPTIONS[name].parse(value)
+            except ValueError as exc:
+                raise opts.ConfigError(f"ldssan: {flag}={value!r}: {exc}") from None
     path = config.getoption("--ldssan-report") or opts.get("report")
     problem = path and report_path_problem(path)
     if problem:
@@ -88,9 +102,15 @@ def pytest_configure(config):
 
         policy = config.getoption("--ldssan-policy") or opts.get("policy")
         try:
-            hook.enable(policy=policy)
+            hook.enable(policy=policy, **_limit_settings(config))
         except HardwareUnavailable as exc:  # FLYDSL_LDSSAN_DEVICE=hardware here: one line, exit 4
             raise pytest.UsageError(str(exc)) from None
+
+
+def _limit_settings(config) -> dict:
+    """The limits given on the command line (the rest: hook.enable reads the environment)."""
+    return {name: opts.OPTIONS[name].parse(config.getoption(flag)) for flag, name in _LIMIT_FLAGS
+            if config.getoption(flag) is not None}
 
 
 def pytest_unconfigure(config):

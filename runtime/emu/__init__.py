@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from .errors import EmulationError, UnsupportedOp
 from .frontend import EmuConfig, active
 from .launch import AUTO, EmuLaunchError, batch_option
+from .limits import Limits
 from .memory import EmuMemoryError
 from .sched import ALL_POLICIES, BarrierDivergenceError, BatchDivergence, DeadlockError, Policy, SpinTimeout
 from .wave import EmulationTimeout, StepBudgetExceeded
@@ -25,13 +26,15 @@ __all__ = [
 
 
 @contextmanager
-def emulate(policy: "Policy | str" = "round-robin", *, batch: "int | str" = "auto", resident: int = 1):
+def emulate(policy: "Policy | str" = "round-robin", *, batch: "int | str" = "auto", resident: int = 1,
+            time_limit: "float | str | None" = None, step_budget: "int | str | None" = None):
     """Launches of FlyDSL kernels inside the block run on the virtual gfx1250.
 
     `batch` workgroups run together on the lane axis (throughput); "auto": as many as fit the
     lane budget under the lockstep policy, one at a time under per-wave policies. `resident`
     workgroups run at once, interleaved by the scheduler (persistent kernels that wait on
-    each other)."""
+    each other). `time_limit` (CPU seconds per launch) and `step_budget` (loop iterations
+    per scheduler run): None or "auto" scale with the launch (`limits.py`)."""
     if isinstance(policy, str):
         policy = Policy.parse(policy)
     batch = batch_option(batch)
@@ -39,5 +42,7 @@ def emulate(policy: "Policy | str" = "round-robin", *, batch: "int | str" = "aut
         raise ValueError(f"resident must be >= 1, got {resident}")
     if batch > 1 and resident > 1:
         raise ValueError("batch and resident are exclusive: batched workgroups run in lockstep")
-    with active(EmuConfig(policy=policy, batch=batch, resident=resident)) as cfg:
+    limits = Limits(time_limit, step_budget)  # a bad value fails here, before any launch
+    with active(EmuConfig(policy=policy, batch=batch, resident=resident, time_limit=limits.time_limit,
+                          step_budget=limits.step_budget)) as cfg:
         yield cfg

@@ -42,7 +42,8 @@ class EmuConfig:
     policy: Policy = field(default_factory=Policy)
     batch: int = AUTO  # workgroups on the lane axis; AUTO: by the lane budget under lockstep
     resident: int = 1  # workgroups resident at once (persistent kernels); exclusive with batch
-    time_limit: float | None = None  # CPU seconds per scheduler run (None: launch.TIME_LIMIT)
+    time_limit: float | None = None  # CPU seconds per launch (None: auto, scaled with the launch: limits.py)
+    step_budget: int | None = None  # loop iterations per scheduler run (None: auto, scaled likewise)
     sanitize: bool = False
     pass_options: str = ""  # folded into the sentinel: changes the cache key
     launches: list = field(default_factory=list)  # LaunchRecord of every launch, in order
@@ -459,7 +460,7 @@ class EmuCallState:
         if "ldssan.sites" in view.attrs and cfg.sanitizer_factory is not None:
             sanitizer = cfg.sanitizer_factory(view.attrs["ldssan.sites"], entry, view)
         launcher = Launcher(view, gmem, policy=cfg.policy, batch=cfg.batch, time_limit=cfg.time_limit,
-                            ir_key=key, sanitizer=sanitizer, resident=cfg.resident)
+                            step_budget=cfg.step_budget, ir_key=key, sanitizer=sanitizer, resident=cfg.resident)
         launcher.run_host(entry, values)
         cfg.launches.extend(launcher.records)
         if sanitizer is not None:

@@ -37,11 +37,15 @@ from ldssan.passes.ir.irview import ModuleView, walk
 from .memory import EmuMemoryError, GlobalMemory, LocalMemory
 from .sched import BatchDivergence, Policy, Scheduler
 from ldssan.passes.ir.types import Type, byte_size
+from .grid import chunks, cluster_groups, place_in_cluster, threads_of, workgroups
+from .limits import Limits
 from .wave import WAVE, Budget, LockstepCtx, LockstepHooks, WaveCtx
 
 LDS_LIMIT = 327680  # gfx1250 addressable LDS per workgroup
-STEP_BUDGET = 50_000_000  # loop iterations per scheduler run (one batch / resident chunk)
-TIME_LIMIT = 10.0  # CPU seconds of emulation per scheduler run before a runaway is reported
+# auto limits (limits.py): per 1024 threads of a scheduler run (one batch / resident chunk),
+# loop iterations; per 1024 threads of a launch, CPU seconds of emulation
+STEP_BUDGET = 50_000_000
+TIME_LIMIT = 10.0
 LDS_FILL = 0xFF  # fresh LDS reads as NaN / -1: uninitialised data is visible to output checks
 MAX_CLUSTER = 16  # workgroups per cluster: the TDM / cluster-load workgroup mask has 16 bits
 
@@ -109,26 +113,6 @@ def cluster_dims(name: str, grid: tuple[int, int, int], cluster) -> tuple[int, i
         raise EmuLaunchError(f"ldssan-emu: @{name}: grid {grid} is not a whole number of clusters {dims} "
                              "(every grid dim must be a multiple of its cluster dim)")
     return dims
-
-
-def cluster_groups(grid: tuple[int, int, int], dims: tuple[int, int, int]) -> list[list[tuple[int, int, int]]]:
-    """The workgroups of each cluster of the grid, clusters and members in x-fastest order."""
-    def xyz(extent):  # (x, y, z) tuples, x fastest
-        return [(x, y, z) for z in range(extent[2]) for y in range(extent[1]) for x in range(extent[0])]
-
-    n_clusters = tuple(g // c for g, c in zip(grid, dims))
-    return [[tuple(k * c + m for k, c, m in zip(cl, dims, member)) for member in xyz(dims)]
-            for cl in xyz(n_clusters)]
-
-
-def _place_in_cluster(w: WaveCtx, dims: tuple[int, int, int] | None, cluster: int | None) -> None:
-    """Cluster ids of the wave's workgroup(s) (see the module docstring); batched waves
-    (never a cluster launch) keep `cwg` scalar: 0 for every workgroup."""
-    w.cluster = cluster
-    c = dims or (1, 1, 1)
-    w.cdim = tuple(np.int64(x) for x in c)
-    w.cid = tuple(b // x for b, x in zip(w.bid, c))
-    w.cwg = tuple(np.int64(0) for _ in c) if dims is None else tuple(b % x for b, x in zip(w.bid, c))
 
 
 def host_arguments(view: ModuleView, host: str, raws: list[bytes], names: list[str]) -> list:
@@ -271,13 +255,15 @@ class Launcher:
     """Runs the launches of one host call against `gmem`."""
 
     def __init__(self, view: ModuleView, gmem: GlobalMemory, *, policy: Policy, batch: int = 1,
-                 ir_key: str = "", sanitizer=None, resident: int = 1, time_limit: float | None = None):
+                 ir_key: str = "", sanitizer=None, resident: int = 1, time_limit: float | None = None,
+                 step_budget: int | None = None):
         self.view = view
         self.gmem = gmem
         self.policy = policy
         self.batch = AUTO if batch == AUTO else max(1, batch)
-        # CPU seconds per scheduler run before a runaway loop is reported (None: TIME_LIMIT)
-        self.time_limit = TIME_LIMIT if time_limit is None else float(time_limit)
+        # CPU seconds per launch / loop iterations per scheduler run (None: auto, limits.py)
+        self.limits = Limits(time_limit, step_budget)
+        self._clock = None  # the current launch's (seconds, CPU-time deadline, name): _start_clock
         # workgroups resident at once, interleaved by the scheduler (persistent kernels,
         # cross-workgroup flags); exclusive with batching
         self.resident = max(1, resident)
@@ -312,11 +298,15 @@ class Launcher:
         n_threads = block[0] * block[1] * block[2]
         if n_threads <= 0 or n_threads > 1024 or min(grid) <= 0:
             raise ValueError(f"ldssan-emu: bad launch geometry grid={grid} block={block} for @{name}")
-        offsets, lds_bytes = lds_layout(self.view, int(smem))
+        smem = int(smem)
+        if smem < 0:  # would shift every dynamic LDS byte: a bogus LDS031 and wrong data
+            raise EmuLaunchError(f"ldssan-emu: @{name}: dynamic LDS size smem={smem} bytes is negative")
+        offsets, lds_bytes = lds_layout(self.view, smem)
         if lds_bytes > LDS_LIMIT:
             raise ValueError(f"ldssan-emu: @{name} needs {lds_bytes} bytes of LDS; gfx1250 has {LDS_LIMIT}")
         dims = cluster_dims(name, grid, cluster)
         n_groups = grid[0] * grid[1] * grid[2]
+        self._start_clock(name, grid, block, n_threads * n_groups)
         batch = self.batch or auto_batch(n_groups, (n_threads + WAVE - 1) // WAVE, lds_bytes)
         batch_refusal = None
         lockstep, refusal = self._lockstep_program(name, dims, batch > 1)
@@ -343,27 +333,27 @@ class Launcher:
         t0 = time.perf_counter()
         if dims is not None:
             clusters = cluster_groups(grid, dims)
-            per_run = max(1, self.resident // len(clusters[0]))
-            for i in range(0, len(clusters), per_run):
-                rec.wave_steps += self._run_resident(name, clusters[i:i + per_run], grid, block, lds_bytes,
-                                                     offsets, args, dims)
-            rec.seconds = time.perf_counter() - t0
-            self.records.append(rec)
-            return
-        groups = list(itertools.product(range(grid[2]), range(grid[1]), range(grid[0])))
-        groups = [(x, y, z) for z, y, x in groups]
-        if resident > 1:
-            for i in range(0, len(groups), resident):
-                chunk = groups[i:i + resident]
-                rec.wave_steps += self._run_resident(name, [[g] for g in chunk], grid, block, lds_bytes,
+            per_run = max(1, self.resident // (dims[0] * dims[1] * dims[2]))
+            for part in chunks(clusters, per_run):
+                rec.wave_steps += self._run_resident(name, part, grid, block, lds_bytes, offsets, args, dims)
+                self._check_clock()
+        elif resident > 1:
+            for part in chunks(workgroups(grid), resident):
+                rec.wave_steps += self._run_resident(name, [[g] for g in part], grid, block, lds_bytes,
                                                      offsets, args, None, lockstep)
-            rec.seconds = time.perf_counter() - t0
-            self.records.append(rec)
-            return
+                self._check_clock()
+        else:
+            rec.batch = self._run_batches(name, lockstep, batch, grid, block, lds_bytes, offsets, args, rec)
+        rec.seconds = time.perf_counter() - t0
+        self.records.append(rec)
+
+    def _run_batches(self, name, lockstep, batch, grid, block, lds_bytes, offsets, args, rec) -> int:
+        """Run the grid's workgroups `batch` at a time (lazily: a grid may hold 2**31 of
+        them); the batch size in the end (1 if a batch's control flow diverged)."""
         lds = None
-        i = 0
-        while i < len(groups):
-            chunk = groups[i:i + batch]
+        todo = workgroups(grid)
+        chunk = list(itertools.islice(todo, batch))
+        while chunk:
             if lds is None or lds.n_groups != len(chunk):
                 lds = LocalMemory(lds_bytes, len(chunk), fill=LDS_FILL)
             try:
@@ -377,11 +367,28 @@ class Launcher:
                     raise
                 batch = 1  # control flow differs across workgroups: run them one by one
                 lds = None
-                continue
-            i += len(chunk)
-        rec.batch = batch
-        rec.seconds = time.perf_counter() - t0
-        self.records.append(rec)
+                todo = itertools.chain(chunk, todo)
+            self._check_clock()
+            chunk = list(itertools.islice(todo, batch))
+        return batch
+
+    # -- limits ----------------------------------------------------------------------------------
+
+    def _start_clock(self, name: str, grid, block, threads: int) -> None:
+        """The launch's CPU-time limit starts now; it covers every run of the launch."""
+        seconds = self.limits.seconds(TIME_LIMIT, threads)
+        self._clock = (seconds, time.process_time() + seconds, f"@{name} grid={grid} block={block}")
+
+    def _budget(self, threads: int) -> Budget:
+        """The budget of one scheduler run of `threads` threads in all."""
+        seconds, deadline, label = self._clock
+        return Budget(self.limits.steps(STEP_BUDGET, threads), seconds, deadline, label)
+
+    def _check_clock(self) -> None:
+        """Between two runs: a launch of many short runs is bounded by the limit too."""
+        seconds, deadline, label = self._clock
+        if time.process_time() > deadline:
+            Budget(1, seconds, deadline, label).check_time()
 
     def _waves(self, chunk, team, grid, block, lds, offsets, batched, budget, dims=None,
                cluster=None) -> list[WaveCtx]:
@@ -391,7 +398,7 @@ class Launcher:
                          gmem=self.gmem, lds_offsets=offsets, batched=batched, budget=budget, team=team)
                  for w in range(n_waves)]
         for w in waves:
-            _place_in_cluster(w, dims, cluster)
+            place_in_cluster(w, dims, cluster)
         if self._policy.delays_ds_stores:
             for w in waves:
                 w.ds_queue = []
@@ -400,7 +407,7 @@ class Launcher:
     def _run_batch(self, name, chunk, grid, block, lds, offsets, args) -> int:
         batched = len(chunk) > 1
         prog: Program = translate(self.view, name, batched=batched, cache_key=self._key(name))
-        waves = self._waves(chunk, 0, grid, block, lds, offsets, batched, Budget(STEP_BUDGET, self.time_limit))
+        waves = self._waves(chunk, 0, grid, block, lds, offsets, batched, self._budget(threads_of(block, chunk)))
         return self._schedule(prog, [(waves, chunk, lds)], grid, args, len(chunk))
 
     def _lockstep_program(self, name: str, dims, batched: bool) -> tuple[Program | None, str | None]:
@@ -415,11 +422,11 @@ class Launcher:
         return translate_lockstep(self.view, name, batched=batched, cache_key=self._key(name))
 
     def _run_lockstep(self, prog, chunk, grid, block, lds, offsets, args, batched: bool) -> int:
-        budget = Budget(STEP_BUDGET, self.time_limit)
+        budget = self._budget(threads_of(block, chunk))
         parts = self._waves(chunk, 0, grid, block, lds, offsets, len(chunk) > 1, budget)
         ls = LockstepCtx(parts, groups=chunk, block=block, grid=grid, lds=lds, gmem=self.gmem,
                          lds_offsets=offsets, budget=budget, batched=batched)
-        _place_in_cluster(ls, None, None)
+        place_in_cluster(ls, None, None)
         return self._schedule(prog, [(parts, chunk, lds)], grid, args, len(chunk), lockstep=[ls])
 
     def _run_resident(self, name, clusters, grid, block, lds_bytes, offsets, args, dims, lockstep=None) -> int:
@@ -427,7 +434,7 @@ class Launcher:
         resident at once, each workgroup a team with its own LDS (`lockstep`: the program
         that runs each team's waves as one lockstep context)."""
         prog: Program = lockstep or translate(self.view, name, batched=False, cache_key=self._key(name))
-        budget = Budget(STEP_BUDGET, self.time_limit)
+        budget = self._budget(threads_of(block, [g for members in clusters for g in members]))
         teams, contexts = [], []
         for c, members in enumerate(clusters):
             for group in members:
@@ -438,7 +445,7 @@ class Launcher:
                     contexts.append(LockstepCtx(waves, groups=[group], block=block, grid=grid, lds=lds,
                                                 gmem=self.gmem, lds_offsets=offsets, budget=budget,
                                                 batched=False, team=len(teams)))
-                    _place_in_cluster(contexts[-1], None, None)
+                    place_in_cluster(contexts[-1], None, None)
                 teams.append((waves, [group], lds))
         return self._schedule(prog, teams, grid, args, 1, lockstep=contexts or None)
 
@@ -449,6 +456,7 @@ class Launcher:
         ends = {}
         if self.sanitizer is not None:
             for waves, chunk, lds in teams:
+                _record_ids_fit(grid, chunk)
                 end = self.sanitizer.begin_batch(prog, waves, chunk, grid, lds.lds_bytes)
                 for w in waves:
                     ends[id(w)] = end
@@ -472,6 +480,16 @@ class Launcher:
         rec.wave_ops += ops
         rec.lane_ops += ops * WAVE
         return sched.steps
+
+
+def _record_ids_fit(grid, chunk) -> None:
+    """A violation record holds a workgroup's linear id in 32 bits: a workgroup beyond that
+    is refused by name, never recorded under a wrapped id."""
+    x, y, z = chunk[-1]  # the highest id of the chunk (x fastest)
+    linear = x + grid[0] * (y + grid[1] * z)
+    if linear > 0xFFFFFFFF:
+        raise EmuLaunchError(f"ldssan-emu: grid={grid}: workgroup {chunk[-1]} has the linear id {linear:,}, "
+                             "beyond the 32 bits a violation record holds; sanitize a smaller grid")
 
 
 def _end_parts(on_end):
@@ -554,10 +572,11 @@ def parse_module(text: str) -> ModuleView:
 
 
 def run_kernel(view: ModuleView, kernel: str, *, grid, block, args: list, policy: Policy | str = "round-robin",
-               batch: int = 1, smem: int = 0, sanitizer=None, resident: int = 1, cluster=None) -> Launcher:
+               batch: int = 1, smem: int = 0, sanitizer=None, resident: int = 1, cluster=None,
+               time_limit: float | None = None, step_budget: int | None = None) -> Launcher:
     """Launch `kernel` of `view` directly. numpy arrays in `args` become global pointers
     (results land in them); other values are passed as they are. `cluster`: cluster dims
-    (x, y, z) for a cluster launch."""
+    (x, y, z) for a cluster launch; `time_limit` / `step_budget`: as `limits.Limits`."""
     if isinstance(policy, str):
         policy = Policy.parse(policy)
     gmem = GlobalMemory()
@@ -571,6 +590,6 @@ def run_kernel(view: ModuleView, kernel: str, *, grid, block, args: list, policy
         else:
             values.append(a)
     launcher = Launcher(view, gmem, policy=policy, batch=batch, ir_key=view.key or None, sanitizer=sanitizer,
-                        resident=resident)
+                        resident=resident, time_limit=time_limit, step_budget=step_budget)
     launcher.launch_kernel(kernel, grid, block, smem, tuple(values), cluster)
     return launcher

@@ -35,20 +35,24 @@ LONG_LOOP = 4096  # uniform loops longer than this are charged chunk by chunk
 
 
 class Budget:
-    """Loop iterations and seconds of emulation left to one scheduler run, shared by its
-    waves. `charge` is on the hot path: one subtraction and one compare; the clock is read
-    only every CHECK_EVERY iterations (and by the scheduler every CLOCK_EVERY steps).
+    """Loop iterations left to one scheduler run, shared by its waves, and the CPU-time
+    deadline of the launch it belongs to. `charge` is on the hot path: one subtraction and
+    one compare; the clock is read only every CHECK_EVERY iterations (and by the scheduler
+    every CLOCK_EVERY steps, and by the launcher between runs).
 
     Seconds are the process's CPU time: emulation is CPU-bound, and on a loaded machine
-    (CI, parallel test workers) wall time would turn a legitimate run into a timeout."""
+    (CI, parallel test workers) wall time would turn a legitimate run into a timeout.
+    `launch` names the launch in the messages; `deadline`: the launch's (default: now +
+    `seconds`)."""
 
-    __slots__ = ("left", "limit", "seconds", "deadline", "check_at")
+    __slots__ = ("left", "limit", "seconds", "deadline", "check_at", "launch")
 
-    def __init__(self, steps: int, seconds: float):
+    def __init__(self, steps: int, seconds: float, deadline: float | None = None, launch: str = ""):
         self.left = self.limit = int(steps)
         self.seconds = float(seconds)
-        self.deadline = time.process_time() + self.seconds
+        self.deadline = time.process_time() + self.seconds if deadline is None else deadline
         self.check_at = max(self.left - CHECK_EVERY, -1)
+        self.launch = f" of {launch}" if launch else ""
 
     def charge(self, n: int = 1) -> None:
         self.left -= n
@@ -61,11 +65,16 @@ class Budget:
         if self.left < 0:
             raise StepBudgetExceeded(
                 f"ldssan-emu: step budget exhausted — more than {self.limit:,} loop iterations "
-                "in one run (a runaway loop?)")
+                f"in one run of the launch{self.launch} (a runaway loop? FLYDSL_LDSSAN_STEP_BUDGET / "
+                "--ldssan-step-budget sets the budget)")
+        self.check_time()
+
+    def check_time(self) -> None:
         if time.process_time() > self.deadline:
             raise EmulationTimeout(
-                f"ldssan-emu: time limit exceeded — the run took more than {self.seconds:g} s "
-                "(CPU) of emulation (a runaway loop?)")
+                f"ldssan-emu: time limit exceeded — the launch{self.launch} took more than {self.seconds:g} s "
+                "(CPU) of emulation (a runaway loop? FLYDSL_LDSSAN_TIME_LIMIT / --ldssan-time-limit sets "
+                "the limit)")
 
     def loop(self, r: range):
         """The iterations of a uniform loop, charged to the budget; a loop longer than what
@@ -75,7 +84,8 @@ class Budget:
             raise StepBudgetExceeded(
                 f"ldssan-emu: step budget exhausted — a loop of {n:,} iterations "
                 f"(range({r.start}, {r.stop}, {r.step})) exceeds the {max(self.left, 0):,} steps "
-                f"left of {self.limit:,}")
+                f"left of {self.limit:,} (launch{self.launch}; FLYDSL_LDSSAN_STEP_BUDGET / "
+                "--ldssan-step-budget sets the budget)")
         if n <= LONG_LOOP:
             self.charge(n)
             return r

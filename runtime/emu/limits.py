@@ -1,0 +1,84 @@
+"""How long a launch may run on the virtual gfx1250: its CPU-time limit and its step budget.
+
+`Limits` travels as data (a field of `EmuConfig`): set by FLYDSL_LDSSAN_TIME_LIMIT /
+FLYDSL_LDSSAN_STEP_BUDGET, pytest's --ldssan-time-limit / --ldssan-step-budget, or the
+`time_limit=` / `step_budget=` of `emulate()` and `sanitize()`. None means "auto": a
+default that grows with the work, so a correct large launch is never cut off by it.
+
+- time limit: CPU seconds of emulation for one whole launch (every workgroup of its grid),
+  so any grid, however large, ends in a named `EmulationTimeout` rather than running on.
+  Auto: `base` seconds per `THREADS_PER_BASE` threads of the launch (threads per workgroup
+  x workgroups), never less than `base`, never more than `AUTO_TIME_MAX`.
+- step budget: loop iterations of one scheduler run (a batch of workgroups run together,
+  whose waves share it). Auto: `base` per `THREADS_PER_BASE` threads of the run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+#: threads whose work one unit of the base limit covers: the fixed limits this replaces held
+#: for each scheduler run, i.e. for one workgroup of up to 1024 threads under a per-wave
+#: policy, so a launch is never cut off sooner than it was by them
+THREADS_PER_BASE = 1024
+#: the auto time limit stops growing here (an hour of CPU): a launch beyond it cannot finish
+#: in a test run anyway, and this bounds a 2**31-workgroup grid; an explicit limit may exceed it
+AUTO_TIME_MAX = 3600.0
+
+
+def time_limit_option(value) -> float | None:
+    """A user's time limit (None / "auto" -> None; else positive finite seconds)."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"time limit must be 'auto' or a number of seconds > 0, got {value!r}")
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"time limit must be 'auto' or a number of seconds > 0, got {value!r}") from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"time limit must be 'auto' or a number of seconds > 0, got {value!r}")
+    return seconds
+
+
+def step_budget_option(value) -> int | None:
+    """A user's step budget (None / "auto" -> None; else an integer >= 1)."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+        return None
+    if isinstance(value, str):
+        try:
+            value = int(value.strip().replace("_", ""))
+        except ValueError:
+            raise ValueError(f"step budget must be 'auto' or an integer >= 1, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"step budget must be 'auto' or an integer >= 1, got {value!r}")
+    return value
+
+
+def scaled(base, threads: int):
+    """`base` per THREADS_PER_BASE threads of work, at least `base` (same type as `base`)."""
+    units = max(1, -(-int(threads) // THREADS_PER_BASE))
+    return base * units
+
+
+@dataclass(frozen=True)
+class Limits:
+    """A user's limits; None: auto (`scaled` from the module's base values)."""
+
+    time_limit: float | None = None
+    step_budget: int | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "time_limit", time_limit_option(self.time_limit))
+        object.__setattr__(self, "step_budget", step_budget_option(self.step_budget))
+
+    def seconds(self, base: float, threads: int) -> float:
+        """CPU seconds for a launch of `threads` threads in all (workgroups x block)."""
+        if self.time_limit is not None:
+            return self.time_limit
+        return min(scaled(float(base), threads), max(float(base), AUTO_TIME_MAX))
+
+    def steps(self, base: int, threads: int) -> int:
+        """Loop iterations for a scheduler run of `threads` threads in all."""
+        return self.step_budget if self.step_budget is not None else scaled(int(base), threads)

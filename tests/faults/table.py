@@ -122,6 +122,40 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
     ("importing a bundled kernel",
      "sets no environment variable (the gfx1250 target is set only around a launch, then restored)",
      (f"{K}::test_importing_the_kernels_sets_no_environment_variable",)),
+    ("a racy loop runs long: `barrier; lds[tid] = lds[(tid + 32) % n] + 1; barrier` 64 times at 1024 "
+     "threads (about 4096 / (2 × waves) times at any wave count)",
+     "the race is reported (LDS001 / LDS002, both lines) under every policy; before, an internal "
+     "`KeyError` lost the report. A bound of the shadow passed (2³¹ LDS accesses in one batch, 2³¹ barrier "
+     "events) is a named `ShadowLimitError`, never a wrapped number",
+     ("tests/shadow/test_long_racy_loops_e2e.py::test_1024_threads_64_iterations_report_the_race",
+      "tests/shadow/test_long_racy_loops.py::test_long_racy_loop_reports_the_race_at_every_wave_count",
+      "tests/shadow/test_long_racy_loops.py::test_long_racy_loops_under_any_schedule",
+      "tests/shadow/test_long_racy_loops.py::test_event_ids_past_the_shadow_bound_are_a_named_error",
+      "tests/shadow/test_long_racy_loops.py::test_barrier_counters_past_32_bits_are_a_named_error")),
+    ("a kernel is launched on a grid of 2³¹−1 workgroups",
+     "workgroups are drawn one batch at a time (memory of one batch, not of the grid); the launch stops "
+     "at its CPU-time limit with `EmulationTimeout` naming the kernel, grid and block, under `emulate()` "
+     "and `sanitize()`; a sanitized workgroup whose linear id needs more than 32 bits is refused by name",
+     ("tests/emu/test_faults_limits.py::test_a_grid_of_2_31_workgroups_stops_at_the_time_limit_in_bounded_memory",
+      "tests/emu/test_faults_limits.py::test_workgroups_are_drawn_lazily_in_x_fastest_order",
+      "tests/emu/test_faults_limits.py::test_a_sanitized_workgroup_id_past_32_bits_is_refused_by_name")),
+    ("a launch passes a negative dynamic LDS size (`smem`) at run time",
+     "`EmuLaunchError` naming the kernel and the value, before anything runs (before: a bogus LDS031 "
+     "and a wrong element)",
+     ("tests/emu/test_faults_limits.py::test_a_negative_dynamic_lds_size_is_refused_naming_the_value",)),
+    ("a launch needs more (or less) than the default CPU-time limit or step budget",
+     "`FLYDSL_LDSSAN_TIME_LIMIT` / `--ldssan-time-limit` / `time_limit=` (CPU seconds per launch) and "
+     "`FLYDSL_LDSSAN_STEP_BUDGET` / `--ldssan-step-budget` / `step_budget=` (loop iterations per run) set "
+     "them (command line > environment > default); the default `auto` scales with the launch's threads × "
+     "workgroups (10 s and 50,000,000 iterations per 1024 threads; time at most an hour); a bad value is "
+     "a usage error (pytest exit 4) or a `ValueError` before any launch",
+     ("tests/emu/test_faults_limits.py::test_the_options_set_the_limits",
+      "tests/emu/test_faults_limits.py::test_pytest_options_set_the_limits_over_the_environment",
+      "tests/emu/test_faults_limits.py::test_a_set_time_limit_stops_a_runaway_loop_at_it",
+      "tests/emu/test_faults_limits.py::test_the_auto_limits_scale_with_the_threads_of_the_launch",
+      "tests/emu/test_faults_limits.py::test_a_correct_launch_larger_than_the_base_is_not_cut_off_by_the_default",
+      "tests/emu/test_faults_limits.py::test_a_bad_limit_is_refused_before_any_launch",
+      "tests/emu/test_faults_limits.py::test_a_bad_limit_option_is_a_usage_error")),
 ]
 
 

@@ -120,7 +120,7 @@ class Applier:
                 eid0 = lds.events.extend([(x.seq, wc0 + x.ctr, x.op, tix, x.copy, x.site, x.A, x.seg)
                                           for x in items[i:j]])
                 for m in group.per_byte:
-                    lds.register_per_byte(eid0 + m, items[i + m].pay)
+                    lds.register_per_byte(eid0 + m, items[i + m].pay, eid0)  # the group is stored below
                 lds.store_reads(eid0, wave, group, last)
                 self.events_applied += j - i
             i = j

@@ -100,9 +100,6 @@ class LdsShadow:
         # events whose lanes differ inside a granule: eid -> payload (for `lane_at`)
         self._per_byte: dict = {}
         self._prune_at = self.PRUNE_AT
-        # events below this id have been stored into the slots; registered ones at or above
-        # it are still on their way there (`apply` / `store_reads` run after registration)
-        self._stored_below = 1
         self.read_last = None  # after a read: last_w of its rows (engine: MODEL §6a)
         W = n_waves
         self._wtmpl = np.zeros(W, np.intp)  # a race-free write's new write slots
@@ -370,7 +367,6 @@ class LdsShadow:
             self._lcol[W + wave][rows] = fp.lanes
             self._rlastcol[wave][rows] = last
             self.read_last = last
-            self._stored_below = eid + 1
             return conf, uninit
 
         Sw = self.wl.take(rows, axis=0)
@@ -417,7 +413,6 @@ class LdsShadow:
                 Sr *= ur
                 self.rs[rows] = Sr
         self._lcol[wave][rows] = fp.lanes
-        self._stored_below = eid + 1
         return conf, uninit
 
     def read_group(self, fps: list) -> "ReadGroup":
@@ -452,7 +447,6 @@ class LdsShadow:
         self._lcol[self.W + wave][rows] = g.lanes
         self._rlastcol[wave][rows] = last
         self.read_last = None
-        self._stored_below = eid0 + len(g.fps)
 
     def _write_conflicts(self, op, rows, SW, SR, unW, unR, nW, nR):
         ev = self.events
@@ -519,23 +513,23 @@ class LdsShadow:
 
     # -- lanes of recorded events ---------------------------------------------------------------
 
-    def register_per_byte(self, eid: int, pay) -> None:
+    def register_per_byte(self, eid: int, pay, pending: int | None = None) -> None:
         """Event `eid` will store LANE_PER_BYTE lanes: keep its payload for `lane_at`.
-        Called before the event's slots are written, so the pruning keeps every event not
-        yet stored (issue 29: pruning the event being registered lost its lanes, and the
-        race it later took part in ended in a KeyError)."""
+        Called before the event's slots are written: the events from `pending` (default
+        `eid`) on are not in the slots yet, and a pruning keeps them (issue 29: it dropped
+        the event being registered, and the race it later took part in ended in a KeyError)."""
         self._per_byte[eid] = pay
         if len(self._per_byte) > self._prune_at:
-            self._prune_per_byte()
+            self._prune_per_byte(eid if pending is None else pending)
 
-    def _prune_per_byte(self) -> None:
-        """Drop the payloads of per-byte events no slot holds any more."""
+    def _prune_per_byte(self, pending: int) -> None:
+        """Drop the payloads of per-byte events no slot holds any more (ids >= `pending`:
+        on their way into the slots)."""
         W = self.W
         live = set(np.unique(self.wl[self.lanes[:, :W] == LANE_PER_BYTE]).tolist())
         live.update(np.unique(self.rs[self.lanes[:, W:] == LANE_PER_BYTE]).tolist())
         if self.hid is not None:
             live.update(np.unique(self.hid[self.hlane == LANE_PER_BYTE]).tolist())
-        pending = self._stored_below
         self._per_byte = {e: p for e, p in self._per_byte.items() if e in live or e >= pending}
         self._prune_at = max(self.PRUNE_AT, 2 * len(self._per_byte))
 

@@ -28,21 +28,25 @@ WORDS = 32 * 4  # bytes of one wave's 32 words
 RACE = {(Rule.RAW_UNPUBLISHED, Cause.NO_BARRIER, READ, WRITE), (Rule.WAR_REUSE, Cause.NO_BARRIER, WRITE, READ)}
 
 
-def neighbour_loop(waves: int, iterations: int) -> Program:
+def neighbour_loop(waves: int, iterations: int, reads: int = 1) -> Program:
+    """`reads` > 1: the neighbour's words are read that many times in a row (a run of reads
+    the engine checks and records as one group)."""
     prog = Program(waves=waves, lds=WORDS * waves)
     lanes = range(32)
     for w in range(waves):
         b = prog.wave(w).store(INIT, at=w * WORDS, lanes=lanes)
         for _ in range(iterations):
-            b.barrier().load(READ, at=(w + 1) % waves * WORDS, lanes=lanes).store(WRITE, at=w * WORDS, lanes=lanes)
             b.barrier()
+            for _r in range(reads):
+                b.load(READ, at=(w + 1) % waves * WORDS, lanes=lanes)
+            b.store(WRITE, at=w * WORDS, lanes=lanes).barrier()
     return prog
 
 
-def past_pruning(waves: int, prune_at: int, times: int = 1) -> int:
-    """Iterations whose per-byte events (a read and a write per wave) pass `prune_at`
+def past_pruning(waves: int, prune_at: int, times: int = 1, reads: int = 1) -> int:
+    """Iterations whose per-byte events (reads and a write per wave) pass `prune_at`
     `times` times over."""
-    return times * prune_at // (2 * waves) + 2
+    return times * prune_at // ((reads + 1) * waves) + 2
 
 
 def expected(waves: int) -> set:
@@ -61,6 +65,38 @@ def prune_often(monkeypatch):
 def test_long_racy_loop_reports_the_race_at_every_wave_count(prune_often, waves):
     prog = neighbour_loop(waves, past_pruning(waves, prune_often, times=6))
     assert found(prog.run("rr")) == expected(waves)
+
+
+def clean_then_grouped_race(extra: int, group: int) -> Program:
+    """Two waves exchange words cleanly; then wave 0 reads `group` distinct regions in one
+    run (clean when applied: one group) while wave 1 writes the first of them in the same
+    phase: a race with the group's first read. `extra` more stores shift where the pruning
+    falls."""
+    prog = Program(waves=2, lds=WORDS * (2 + group))
+    lanes = range(32)
+    iterations = 12  # 4 per-byte events each: the 64-event pruning falls near the group
+    for _ in range(extra):
+        prog.wave(0).store(INIT, at=0, lanes=lanes)
+    for k in range(group):  # written before the first barrier: ordered before every later read
+        prog.wave(0).store(INIT + 1, at=(2 + k) * WORDS, lanes=lanes)
+    for w in range(2):
+        b = prog.wave(w)
+        for _ in range(iterations):
+            b.store(INIT, at=w * WORDS, lanes=lanes).barrier().load(READ, at=(1 - w) * WORDS, lanes=lanes).barrier()
+    r = prog.wave(0)
+    for k in range(group):
+        r.load(READ + 1 + k, at=(2 + k) * WORDS, lanes=lanes)
+    prog.wave(1).store(WRITE, at=2 * WORDS, lanes=lanes)
+    return prog
+
+
+@pytest.mark.parametrize("extra", range(12))
+def test_a_pruning_inside_a_group_of_reads_keeps_the_whole_group(prune_often, extra):
+    # a group's events are registered one by one, then stored together: a pruning between two
+    # registrations must keep the earlier ones (`extra` moves the pruning through the group)
+    recs = found(clean_then_grouped_race(extra, group=4).run("seq"))
+    assert (Rule.WAR_REUSE, Cause.NO_BARRIER, WRITE, READ + 1) in recs or \
+        (Rule.RAW_UNPUBLISHED, Cause.NO_BARRIER, READ + 1, WRITE) in recs, recs
 
 
 @settings(max_examples=10, deadline=None)

@@ -1,9 +1,10 @@
 """How long a launch may run on the virtual gfx1250: its CPU-time limit and its step budget.
 
-`Limits` travels as data (a field of `EmuConfig`): set by FLYDSL_LDSSAN_TIME_LIMIT /
-FLYDSL_LDSSAN_STEP_BUDGET, pytest's --ldssan-time-limit / --ldssan-step-budget, or the
-`time_limit=` / `step_budget=` of `emulate()` and `sanitize()`. None means "auto": a
-default that grows with the work, so a correct large launch is never cut off by it.
+The limits travel as data (`EmuConfig.time_limit` / `.step_budget`, a `Limits` in the
+`Launcher`): set by FLYDSL_LDSSAN_TIME_LIMIT / FLYDSL_LDSSAN_STEP_BUDGET, pytest's
+--ldssan-time-limit / --ldssan-step-budget, or the `time_limit=` / `step_budget=` of
+`emulate()` and `sanitize()`. None (or "auto") means a default that grows with the work,
+so a correct large launch is not cut off by it (up to an hour of CPU per launch).
 
 - time limit: CPU seconds of emulation for one whole launch (every workgroup of its grid),
   so any grid, however large, ends in a named `EmulationTimeout` rather than running on.
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 
 #: threads whose work one unit of the base limit covers: the fixed limits this replaces held
 #: for each scheduler run, i.e. for one workgroup of up to 1024 threads under a per-wave
-#: policy, so a launch is never cut off sooner than it was by them
+#: policy; a launch of full-size workgroups keeps that much time per workgroup
 THREADS_PER_BASE = 1024
 #: the auto time limit stops growing here (an hour of CPU): a launch beyond it cannot finish
 #: in a test run anyway, and this bounds a 2**31-workgroup grid; an explicit limit may exceed it

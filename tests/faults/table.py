@@ -130,6 +130,7 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
      ("tests/shadow/test_long_racy_loops_e2e.py::test_1024_threads_64_iterations_report_the_race",
       "tests/shadow/test_long_racy_loops.py::test_long_racy_loop_reports_the_race_at_every_wave_count",
       "tests/shadow/test_long_racy_loops.py::test_long_racy_loops_under_any_schedule",
+      "tests/shadow/test_long_racy_loops.py::test_a_pruning_inside_a_group_of_reads_keeps_the_whole_group",
       "tests/shadow/test_long_racy_loops.py::test_event_ids_past_the_shadow_bound_are_a_named_error",
       "tests/shadow/test_long_racy_loops.py::test_barrier_counters_past_32_bits_are_a_named_error")),
     ("a kernel is launched on a grid of 2³¹−1 workgroups",

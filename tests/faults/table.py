@@ -90,7 +90,7 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
       f"{T}::test_campaign_worker_variants_live_in_the_campaign_scratch_directory")),
     ("a kernel loops for 2³¹−1 iterations (or any loop form runs away: uniform or divergent `for`, "
      "`while`)",
-     "`StepBudgetExceeded` (or `EmulationTimeout` after 10 CPU seconds) naming the loop's line and every "
+     "`StepBudgetExceeded` (or `EmulationTimeout` at the launch's CPU-time limit, `auto`: 10 s per 1024 threads) naming the loop's line and every "
      "wave's position, under `emulate()` and `sanitize()`; a uniform loop longer than the budget is refused "
      "before it runs",
      (f"{L}::test_uniform_loop_of_2_31_iterations_fails_at_once_naming_the_loop",

@@ -91,6 +91,19 @@ def _tolerance(text: str) -> float:
     return value
 
 
+def _batch(text: str) -> int:
+    """argparse type of --batch: 1 up to FLYDSL_LDSSAN_BATCH's bound (config.batch_max)."""
+    from ldssan.config import batch_max
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= batch_max():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer from 1 to {batch_max()}")
+    return value
+
+
 def _load_observed(paths):
     import torch
 
@@ -131,7 +144,7 @@ def register(sub) -> None:
     p.add_argument("--row-dim", type=int, default=0, help="the axis whose index is a row (default 0)")
     p.add_argument("--policy", action="append", metavar="POLICY",
                    help="scheduler policy of one run, repeated K times (default: a fixed list)")
-    p.add_argument("--batch", type=int, default=None, metavar="N",
+    p.add_argument("--batch", type=_batch, default=None, metavar="N",
                    help="workgroups in lockstep per emulator batch (default: decided from the kernel's IR, "
                         "8 when its workgroups are independent, else 1)")
     p.add_argument("--rtol", type=_tolerance, default=1e-3, help="relative tolerance against --reference (>= 0)")

@@ -148,9 +148,9 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
      "as varying)",
      ("tests/rows/test_rows_faults.py::test_observed_files_of_another_dtype_are_refused_not_reported_as_varying",
       "tests/rows/test_rows_faults.py::test_compare_refuses_runs_of_different_dtypes")),
-    ("`ldssan rows --rtol nan`, a negative or infinite `--rtol` / `--atol`",
+    ("`ldssan rows --rtol nan`, a negative or infinite `--rtol` / `--atol`, `--batch` 0 or above 512",
      "one line, exit 2, before any run (`rows.explain` raises `RowsError` before calling FUNC)",
-     ("tests/faults/test_cli_outputs.py::test_rows_bad_tolerance_is_refused_before_any_run",
+     ("tests/faults/test_cli_outputs.py::test_rows_bad_tolerance_or_batch_is_refused_before_any_run",
       "tests/faults/test_cli_outputs.py::test_explain_refuses_a_bad_tolerance_before_calling_the_function")),
     ("a misspelt or unknown `FLYDSL_LDSSAN_*` variable (`FLYDSL_LDSSAN_POLCY`), or `FLYDSL_LDSSAN_BATCH` "
      "above 512 (`10**20`)",

@@ -75,8 +75,10 @@ def test_build_into_an_existing_file_is_refused_before_building(tmp_path, capsys
     (["--rtol=-1e-3"], "argument --rtol: '-1e-3': expected a finite number >= 0"),
     (["--atol", "-1"], "argument --atol: '-1': expected a finite number >= 0"),
     (["--atol", "inf"], "argument --atol: 'inf': expected a finite number >= 0"),
-], ids=["rtol-nan", "rtol-negative", "atol-negative", "atol-inf"])
-def test_rows_bad_tolerance_is_refused_before_any_run(tmp_path, capsys, monkeypatch, args, needle):
+    (["--batch", str(10**20)], f"argument --batch: '{10**20}': expected an integer from 1 to 512"),
+    (["--batch", "0"], "argument --batch: '0': expected an integer from 1 to 512"),
+], ids=["rtol-nan", "rtol-negative", "atol-negative", "atol-inf", "batch-huge", "batch-0"])
+def test_rows_bad_tolerance_or_batch_is_refused_before_any_run(tmp_path, capsys, monkeypatch, args, needle):
     mark = tmp_path / "ran"
     monkeypatch.setenv("LDSSAN_TEST_MARK", str(mark))
     with pytest.raises(SystemExit) as exc:

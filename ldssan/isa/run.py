@@ -11,6 +11,7 @@ import functools
 import importlib
 import importlib.util
 import inspect
+import os
 import sys
 import sysconfig
 import traceback
@@ -31,8 +32,8 @@ class TargetCallError(IsaTargetError):
 
 # Where ldssan's own code lives: an exception raised there is not attributed to the user's line.
 _ROOT = Path(__file__).resolve().parents[2]
-_OWN = tuple(str(_ROOT / d) for d in ("ldssan", "runtime", "passes"))
-_INSTALLED = tuple(sorted({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}))
+_OWN = tuple(str(_ROOT / d) + os.sep for d in ("ldssan", "runtime", "passes"))
+_INSTALLED = tuple(sorted({sysconfig.get_paths()[k] + os.sep for k in ("stdlib", "platstdlib", "purelib", "platlib")}))
 # Exception types that, raised in ldssan's own code, are a bug in ldssan: they keep their traceback.
 _BUG_TYPES = (AssertionError, AttributeError, LookupError, NameError, TypeError, ZeroDivisionError, RecursionError)
 
@@ -99,7 +100,7 @@ def _import(target: str, where: str):
     try:
         return importlib.import_module(where)
     except ModuleNotFoundError as exc:
-        if exc.name and where.startswith(exc.name) and where[len(exc.name):len(exc.name) + 1] in ("", "."):
+        if exc.name is not None and (where == exc.name or where.startswith(exc.name + ".")):  # the target itself
             raise IsaTargetError(f"{target!r}: cannot import {where!r}: {exc}") from None
         raise IsaTargetError(f"{target!r}: module {where!r}: {_import_problem(exc)}") from None
     except (Exception, SystemExit) as exc:

@@ -123,12 +123,13 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
      "sets no environment variable (the gfx1250 target is set only around a launch, then restored)",
      (f"{K}::test_importing_the_kernels_sets_no_environment_variable",)),
     ("`ldssan isa-check`, `rows` or `build --device` is given a FILE with a syntax error, an import error, "
-     "binary bytes or a `sys.exit()` at import, or a FUNC that needs arguments, raises or calls `sys.exit()`",
+     "binary bytes or a `sys.exit()` at import, or a FUNC (or `rows --reference`) that needs arguments, raises or calls `sys.exit()`",
      "one line naming the target and what went wrong (the line, the exception and the user's line it came from), "
      "exit 2; before, a traceback with exit 1 (\"findings\"), or for `sys.exit(0)` nothing at all and exit 0",
      ("tests/faults/test_cli_targets.py::test_a_file_that_does_not_import_is_a_one_line_usage_error",
       "tests/faults/test_cli_targets.py::test_a_func_that_needs_arguments_or_raises_is_a_one_line_usage_error",
-      "tests/faults/test_cli_targets.py::test_a_module_target_that_does_not_import_names_the_module")),
+      "tests/faults/test_cli_targets.py::test_a_module_target_that_does_not_import_names_the_module",
+      "tests/faults/test_cli_targets.py::test_a_rows_reference_that_raises_is_a_one_line_usage_error")),
     ("the gfx1250 backend reports an error while `isa-check` or `build --device` compiles "
      "(\"local memory (N) exceeds limit (327680)\"); it still emits a code object",
      "`the gfx1250 backend reported 1 error, so its code object is not the kernel as written: …`, exit 2; "

@@ -91,3 +91,11 @@ def test_a_gfx1250_backend_error_is_not_a_clean_build(tmp_path, command):
                           "is not the kernel as written: ")
     assert "local memory (400000) exceeds limit (327680)" in proc.stderr
     assert "0 finding" not in proc.stdout and not out.exists()  # nothing written
+
+
+def test_a_rows_reference_that_raises_is_a_one_line_usage_error(tmp_path, capsys):
+    assert main(["rows", f"{TARGETS}::tiny", "--runs", "2", "--reference", f"{TARGETS}::raises"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == (f"ldssan rows: error: '{TARGETS}::raises': calling it raised ValueError: bad input "
+                            f"shape (at {TARGETS}:{_line_of('RAISES')})\n")
+    assert "Traceback" not in captured.out

@@ -26,8 +26,9 @@ from .rows.cli import register as _register_rows
 
 EXIT_STATUS = """\
 exit status: 0 success; 1 a check failed (demo) or nothing to run (mutate);
-2 usage error (a bad option or FLYDSL_LDSSAN_* value, a path that cannot be written,
-a malformed input) or, for mutate, a clean baseline that failed its gate"""
+2 usage error (a bad option or FLYDSL_LDSSAN_* value or an unknown FLYDSL_LDSSAN_* name,
+a path that cannot be written, a malformed input) or, for mutate, a clean baseline that
+failed its gate; 141 stdout was closed early (`ldssan env | head`), quietly"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -83,7 +84,42 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     return ConfigError, RecordFormatError, SiteTableError, ReportFormatError, OSError
 
 
+def _quiet_broken_pipe() -> int:
+    """The reader of stdout went away (`ldssan env | head -1`): stop quietly, as `cat` does.
+    stdout is pointed at /dev/null so the interpreter's last flush cannot fail again; the
+    status is the shell's for a process ended by SIGPIPE."""
+    import os
+    import signal
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reading end is closed (poll reports POLLERR on it), so
+    a BrokenPipeError of another pipe or socket is not mistaken for it."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), 0)  # POLLERR is reported whatever is asked
+        return any(event & select.POLLERR for _, event in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no fd (a captured stdout), no poll()
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        if not _stdout_reader_gone():
+            raise
+        return _quiet_broken_pipe()
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     errors = _user_errors()
     try:
@@ -92,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
 
             validate()
         return args.fn(args)
+    except BrokenPipeError:
+        raise  # not the user's error: main() ends quietly
     except errors as exc:
         text = "; ".join(str(exc).split("\n"))
         if not text.startswith("ldssan"):

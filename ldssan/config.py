@@ -67,14 +67,24 @@ def _int_range(lo: int, hi: int | None = None) -> Callable[[str], int]:
 _positive = _int_range(1)
 
 
+def batch_max() -> int:
+    """The largest batch: the lane budget's workgroups of one wave (runtime/emu/launch.py).
+    A larger batch only costs memory (every lockstep value is an array over the batch's
+    lanes; throughput stops growing well below this), so a larger number is a typo."""
+    from ldssan.runtime.emu.launch import LANE_BUDGET
+    from ldssan.runtime.emu.wave import WAVE
+
+    return LANE_BUDGET // WAVE
+
+
 def _batch(raw: str) -> "int | str":
     low = raw.strip().lower()
     if low == "auto":
         return low
     try:
-        return _positive(low)
+        return _int_range(1, batch_max())(low)
     except ValueError:
-        raise ValueError("expected auto or an integer >= 1") from None
+        raise ValueError(f"expected auto or an integer from 1 to {batch_max()}") from None
 
 # Each sanitized launch may fill a ring of 32-byte records; this budget bounds its memory.
 RING_BUDGET_BYTES = 64 << 20
@@ -165,10 +175,26 @@ def get(name: str) -> Any:
     return OPTIONS[name].get()
 
 
+def unknown_variables() -> list[str]:
+    """One line per set FLYDSL_LDSSAN_* variable that is no option (a misspelt name would
+    otherwise be ignored silently), with the closest option's name when one is close."""
+    import difflib
+
+    # compared after the prefix, which every name shares: FLYDSL_LDSSAN_FOO is close to nothing
+    known = {opt.env[len(PREFIX):]: opt.env for opt in OPTIONS.values()}
+    lines = []
+    for var in sorted(os.environ):
+        if var.startswith(PREFIX) and var[len(PREFIX):] not in known:
+            close = difflib.get_close_matches(var[len(PREFIX):], sorted(known), n=1)
+            hint = f"did you mean {known[close[0]]}?" if close else "`ldssan env` lists the options"
+            lines.append(f"ldssan: {var}={os.environ[var]!r}: unknown ldssan option ({hint})")
+    return lines
+
+
 def validate() -> dict[str, Any]:
     """Every option's value; a ConfigError listing each bad variable (one line each) if any
-    is set to a value it does not accept."""
-    values, errors = {}, []
+    is set to a value it does not accept, or is a FLYDSL_LDSSAN_* name that is no option."""
+    values, errors = {}, unknown_variables()
     for name, opt in OPTIONS.items():
         try:
             values[name] = opt.get()

@@ -90,14 +90,19 @@ def _int_set(values: Iterable[int]) -> str:
     return ",".join(parts)
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+def plural(word: str) -> str:
+    """English plural of the nouns ldssan prints: launch -> launches, byte -> bytes."""
+    return word + ("es" if word.endswith(("s", "sh", "ch", "x", "z")) else "s")
+
+
+def counted(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {plural(word)}"
 
 
 def _actors(word: str, values: frozenset[int], example: int | None) -> str | None:
     """`wave 1`, or `waves 0-3` when the grouped records saw several."""
     if len(values) > 1:
-        return f"{word}s {_int_set(values)}"
+        return f"{plural(word)} {_int_set(values)}"
     return None if example is None else f"{word} {example}"
 
 
@@ -115,7 +120,7 @@ def _access_phrase(site: Site, v: Violation, wave: int | None, lane: int | None,
     static = v.rule in STATIC_RULES  # found in the IR: no LDS offset, wave or workgroup ran it
     if site.is_access or not site.known:
         if site.bytes:
-            parts.append(f"of {_plural(site.bytes, 'byte')}")
+            parts.append(f"of {counted(site.bytes, 'byte')}")
         if not static:
             parts.append(f"at LDS {_lds_where(v)}")
     waves, lanes = (v.other_waves, v.other_lanes) if other else (v.waves, v.lanes)
@@ -262,15 +267,15 @@ def dropped_line(report: Report) -> Text | None:
 def summary_lines(report: Report, *, hidden: int = 0) -> list[Text]:
     """Closing lines: totals, kernels, hidden count, dropped banner."""
     n = len(report.violations)
-    out = [Text(f"ldssan: reported {_plural(n, 'violation')} ({_plural(report.records, 'record')})",
+    out = [Text(f"ldssan: reported {counted(n, 'violation')} ({counted(report.records, 'record')})",
                 _STYLE["summary"] if n else "")]
     if hidden:
-        out.append(Text(f"ldssan: {_plural(hidden, 'more violation')} not shown "
+        out.append(Text(f"ldssan: {counted(hidden, 'more violation')} not shown "
                         f"(the JSON/SARIF report has all of them)", _STYLE["dim"]))
     for k in report.kernels:
         if k.name:
-            out.append(Text(f"ldssan:   kernel {k.name}: {_plural(k.launches, 'launch')}, "
-                            f"{_plural(k.sites, 'instrumented site')}", _STYLE["dim"]))
+            out.append(Text(f"ldssan:   kernel {k.name}: {counted(k.launches, 'launch')}, "
+                            f"{counted(k.sites, 'instrumented site')}", _STYLE["dim"]))
     dropped = dropped_line(report)
     if dropped is not None:
         out.append(dropped)

@@ -52,6 +52,7 @@ def check_rmsnorm(console: Console, policy: str) -> bool:
 
 def sanitize_rmsnorm(console: Console, policy: str) -> bool:
     from ldssan import hook
+    from ldssan.console import counted
     from ldssan.kernels import rmsnorm as rms
     from ldssan.report import render
     from ldssan.variants import Edit, find_calls, load_variant
@@ -62,7 +63,7 @@ def sanitize_rmsnorm(console: Console, policy: str) -> bool:
         rms.rmsnorm(x, g)
     clean = not col.violations
     console.print(f"[bold]ldssan on the clean RMSNorm:[/] {'no violations' if clean else 'VIOLATIONS'} "
-                  f"({len(col.results)} launch, {len(col.results[0].sites)} sites)")
+                  f"({counted(len(col.results), 'launch')}, {counted(len(col.results[0].sites), 'site')})")
     first_barrier = find_calls(rms, "fx.gpu.barrier", within="_block_sum")[0]
     bug = load_variant(rms, [Edit(first_barrier, "fx.rocdl.s_barrier_signal(-1); fx.rocdl.s_barrier_wait(-1)")],
                        tag="demo")

@@ -140,41 +140,53 @@ FUNC is called with no arguments and launches FlyDSL kernels; FlyDSL runs in com
 mode for gfx1250 (ldssan supplies ld.lld), so nothing executes. Each kernel is built twice,
 plain and with the device runtime linked in (runtime/device/DESIGN.md).
 
-exit status: 0 built; 2 usage error (bad FILE::FUNC, no linker, a kernel the device runtime
-cannot link yet -- the message names the op and its line -- or an unwritable -o/--json)"""
+exit status: 0 built; 2 usage error (bad FILE::FUNC: a FILE that does not import, a FUNC
+that needs arguments or raises; no linker, an error of the gfx1250 backend, a kernel the
+device runtime cannot link yet -- the message names the op and its line -- or an unwritable
+-o/--json, checked before anything is built)"""
 
 
 def _cmd(args) -> int:
     import sys
 
-    from ldssan.report import report_path_problem
+    from ldssan.report import output_dir_problem, report_path_problem
     from ldssan.runtime.device import DeviceLinkError
 
-    from .isa.run import resolve
+    from .isa.run import guarded, resolve
     from .isa.toolchain import IsaToolchainError
 
     if not args.device:
         print("ldssan build: error: only device builds exist: pass --device", file=sys.stderr)
         return 2
     try:
+        if problem := output_dir_problem(args.output):
+            raise DeviceBuildError(f"-o/--output: {problem}")
         if args.json not in (None, "-") and (problem := report_path_problem(args.json)):
             raise DeviceBuildError(f"--json: {problem}")
-        results = build_device(resolve(args.target), args.output)
+        fn = guarded(resolve(args.target), args.target)
+        try:
+            results = build_device(fn, args.output)
+        except OSError as exc:
+            raise DeviceBuildError(f"-o/--output: cannot write into {args.output!r}: {exc.strerror or exc}") from None
+        if args.json not in (None, "-"):
+            _write_json(results, args.json)
     except (IsaTargetError, IsaToolchainError, DeviceLinkError, DeviceBuildError) as exc:
         text = " ".join(str(exc).split())
         print(f"ldssan build: error: {text}", file=sys.stderr)
         return 2
-    if args.json is None:
-        sys.stdout.write(render_text(results))
-        return 0
-    text = json.dumps(to_json(results), indent=1)
     if args.json == "-":
-        print(text)
+        print(json.dumps(to_json(results), indent=1))
     else:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(text + "\n", encoding="utf-8")
         sys.stdout.write(render_text(results))
     return 0
+
+
+def _write_json(results: list[KernelBuild], path: str) -> None:
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(to_json(results), indent=1) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise DeviceBuildError(f"--json: cannot write {path!r}: {exc.strerror or exc}") from None
 
 
 def register(sub) -> None:

@@ -391,12 +391,38 @@ def _is_sarif(path: Path) -> bool:
     return name.endswith(".sarif") or name.endswith(".sarif.json")
 
 
+def _blank(path) -> bool:
+    """An empty path, or one whose last part is only spaces: a quoting slip, never meant."""
+    name = Path(path).name
+    return not str(path).strip() or (name != "" and not name.strip())
+
+
 def report_path_problem(path: str | os.PathLike[str]) -> str | None:
     """Why a report could not be written to `path` (checked before a run, so a bad path is
     a usage error then, not a traceback after every test ran), or None."""
+    if _blank(path):
+        return f"path {str(path)!r} names no file (it is empty or only spaces)"
     p = Path(path)
     if p.is_dir():
         return f"path {str(p)!r} is a directory"
+    return _writable_parent_problem(p)
+
+
+def output_dir_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why files could not be written into the directory `path` (created with its missing
+    parents when absent), or None: checked before the work that fills it."""
+    if _blank(path):
+        return f"path {str(path)!r} names no directory (it is empty or only spaces)"
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        return f"path {str(p)!r} exists and is not a directory"
+    if p.is_dir():
+        return None if os.access(p, os.W_OK | os.X_OK) else f"directory {str(p)!r} is not writable"
+    return _writable_parent_problem(p)
+
+
+def _writable_parent_problem(p: Path) -> str | None:
+    """Why the missing directories above `p` could not be created, or None."""
     parent = p.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent  # write_report creates the missing directories below it

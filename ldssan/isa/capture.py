@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ldssan.console import counted
 from ldssan.passes.abi import HOOKS
 
 from .intent import pick_stage
@@ -91,6 +93,33 @@ def elf_machine(elf: bytes) -> int:
     return int.from_bytes(elf[18:20], "little")
 
 
+@contextlib.contextmanager
+def backend_errors(found: list[str]):
+    """Collect the `error: ...` diagnostics native code (LLVM's gfx1250 backend) writes to
+    file descriptor 2 during the block into `found`; everything else written there is passed
+    on to stderr. The backend reports an error such as "local memory (N) exceeds limit" this
+    way and still emits a code object, so its text is the only sign of it."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield found
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            for line in sink.read().decode("utf-8", "replace").splitlines(keepends=True):
+                if line.startswith("error: "):
+                    text = line[len("error: "):].strip()
+                    if text not in found:  # LLVM prints some twice
+                        found.append(text)
+                else:
+                    sys.stderr.write(line)
+            sys.stderr.flush()
+
+
 def capture_builds(fn, *args, **kwargs) -> list[Build]:
     """Call `fn(*args, **kwargs)` with FlyDSL in compile-only gfx1250 mode (ldssan's linker,
     line tables, a fresh cache) and return every kernel build it made."""
@@ -121,16 +150,21 @@ def capture_builds(fn, *args, **kwargs) -> list[Build]:
 
     with tempfile.TemporaryDirectory(prefix="ldssan-isa-") as scratch:
         env = build_env(str(Path(scratch) / "dump"), str(Path(scratch) / "cache"))
-        with patched_env(env), contextlib.redirect_stdout(_DropCompileChatter(sys.stdout)):
+        errors: list[str] = []
+        with patched_env(env), contextlib.redirect_stdout(_DropCompileChatter(sys.stdout)), backend_errors(errors):
             jit_function._dump_isa = recording_dump_isa
             try:
                 fn(*args, **kwargs)
             except Exception as exc:
-                if "lld" not in str(exc):
-                    raise  # the user's call failed: their traceback is the report
+                cause = exc.__cause__ if exc.__cause__ is not None else exc  # through a guarded() FUNC
+                if "lld" not in str(cause):
+                    raise  # the user's call failed: theirs to report
                 raise IsaToolchainError(f"linking with {env['ROCM_PATH']}/llvm/bin/ld.lld failed: "
-                                        f"{str(exc).splitlines()[0]}") from exc
+                                        f"{str(cause).splitlines()[0]}") from exc
             finally:
                 jit_function._dump_isa = original
                 sys.stdout.flush()
+    if errors:
+        raise IsaToolchainError(f"the gfx1250 backend reported {counted(len(errors), 'error')}, so its code object is "
+                                f"not the kernel as written: {'; '.join(errors)}")
     return builds

@@ -10,8 +10,9 @@ FUNC is called once with no arguments and launches FlyDSL kernels; FlyDSL runs i
 compile-only mode for gfx1250 (ldssan supplies ld.lld), so nothing executes. Every kernel
 build is linked to a code object and its final ISA is checked on every control-flow path.
 
-exit status: 0 no finding; 1 findings; 2 usage error (bad FILE::FUNC, an ISA ldssan
-cannot model, no linker, an unwritable --json/--sarif/--report path)"""
+exit status: 0 no finding; 1 findings; 2 usage error (bad FILE::FUNC: a FILE that does not
+import, a FUNC that needs arguments or raises; an ISA ldssan cannot model, no linker, an
+error of the gfx1250 backend, an unwritable --json/--sarif/--report path)"""
 
 
 def _cmd(args) -> int:
@@ -19,7 +20,7 @@ def _cmd(args) -> int:
 
     from .asm import IsaParseError
     from .output import render_text, write_json
-    from .run import IsaTargetError, isa_check, resolve
+    from .run import IsaTargetError, guarded, isa_check, resolve
     from .toolchain import IsaToolchainError
     from .violations import isa_report
 
@@ -28,15 +29,18 @@ def _cmd(args) -> int:
         for flag, path in outputs:
             if path and (problem := report_path_problem(path)):
                 raise IsaTargetError(f"{flag}: {problem}")
-        results = isa_check(resolve(args.target), offsets=not args.no_offsets)
-        if args.json:
-            write_json(results, args.json)
+        results = isa_check(guarded(resolve(args.target), args.target), offsets=not args.no_offsets)
+        writers = [("--json", args.json, lambda path: write_json(results, path))]
         if args.sarif or args.report:
             report = isa_report(results)
-            if args.sarif:
-                write_report(report, args.sarif, format="sarif")
-            if args.report:
-                write_report(report, args.report)
+            writers += [("--sarif", args.sarif, lambda path: write_report(report, path, format="sarif")),
+                        ("--report", args.report, lambda path: write_report(report, path))]
+        for flag, path, write in writers:
+            if path:
+                try:
+                    write(path)
+                except OSError as exc:
+                    raise IsaTargetError(f"{flag}: cannot write {path!r}: {exc.strerror or exc}") from None
     except (IsaTargetError, IsaParseError, IsaToolchainError) as exc:
         print(f"ldssan isa-check: error: {exc}", file=sys.stderr)
         return 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 HELP = """\
 FUNC is called with no arguments, launches FlyDSL kernels and returns the output tensor(s)
@@ -20,14 +21,20 @@ one test in-process; the tensor arguments its FlyDSL launches write are the outp
 kernel's IR shows independent workgroups (no global atomics, atomic/volatile flags, fences
 wider than the workgroup, cluster ops or sleeps) and 1 otherwise, and says which.
 
-exit status: 0 nothing varies; 1 some element varies; 2 usage error (bad FILE::FUNC, a
-function that returns no tensor, an unwritable output path)"""
+--observed files are compared bit for bit, as the virtual runs are: each output must have
+one dtype in every file (a bfloat16 or float64 copy of a float32 output is refused, not
+reported as varying).
+
+exit status: 0 nothing varies; 1 some element varies (between runs, or from --reference);
+2 usage error (bad FILE::FUNC: a FILE that does not import, a FUNC that needs arguments or
+raises, launches no FlyDSL kernel or returns no tensor; a bad option value; --observed
+files of different dtypes; an unwritable output path, checked before the runs)"""
 
 
 def _cmd(args) -> int:
     from rich.console import Console
 
-    from ldssan.isa.run import IsaTargetError, resolve
+    from ldssan.isa.run import IsaTargetError, guarded, resolve
     from ldssan.report import report_path_problem
 
     from . import explain, render, write_png
@@ -37,10 +44,12 @@ def _cmd(args) -> int:
         for flag, path in (("--json", args.json), ("--png", args.png)):
             if path and (problem := report_path_problem(path)):
                 raise RowsError(f"{flag}: {problem}")
+        if args.png:
+            _needs_matplotlib()
         if (args.target is None) == (args.pytest is None):
             raise RowsError("give FILE::FUNC or --pytest TEST (one of them)")
-        fn = resolve(args.target) if args.target else None
-        ref = resolve(args.reference) if args.reference else None
+        fn = guarded(resolve(args.target), args.target) if args.target else None
+        ref = guarded(resolve(args.reference), args.reference) if args.reference else None
         observed = _load_observed(args.observed) if args.observed else None
         report = explain(fn, runs=args.runs, reference=ref, row_dim=args.row_dim, policies_=args.policy,
                          progress=sys.stderr.isatty(), rtol=args.rtol, atol=args.atol, observed=observed,
@@ -49,21 +58,56 @@ def _cmd(args) -> int:
         print(f"ldssan rows: error: {exc}", file=sys.stderr)
         return 2
     Console().print(render(report))
-    if args.json:
-        report.to_json(args.json)
-    if args.png:
-        try:
-            write_png(report, args.png, row_dim=args.row_dim)
-        except ImportError:
-            print("ldssan rows: --png needs matplotlib: pip install 'ldssan[rows]'", file=sys.stderr)
-            return 2
+    writers = (("--json", args.json, report.to_json), ("--png", args.png,
+                                                       lambda path: write_png(report, path, row_dim=args.row_dim)))
+    for flag, path, write in writers:
+        if path:
+            try:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)  # as the up-front check allows
+                write(path)
+            except OSError as exc:
+                print(f"ldssan rows: error: {flag}: cannot write {path!r}: {exc.strerror or exc}", file=sys.stderr)
+                return 2
     return 1 if report.varying else 0
+
+
+def _needs_matplotlib() -> None:
+    from .variation import RowsError
+
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise RowsError("--png needs matplotlib: pip install 'ldssan[rows]'") from None
+
+
+def _tolerance(text: str) -> float:
+    """argparse type of --rtol/--atol: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < float("inf"):  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number >= 0")
+    return value
+
+
+def _batch(text: str) -> int:
+    """argparse type of --batch: 1 up to FLYDSL_LDSSAN_BATCH's bound (config.batch_max)."""
+    from ldssan.config import batch_max
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= batch_max():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer from 1 to {batch_max()}")
+    return value
 
 
 def _load_observed(paths):
     import torch
 
-    from .variation import RowsError
+    from .variation import RowsError, snapshot
 
     out = []
     for path in paths:
@@ -71,7 +115,21 @@ def _load_observed(paths):
             out.append(torch.load(path, map_location="cpu", weights_only=True))
         except Exception as exc:  # a missing, truncated or non-torch file: the user's input
             raise RowsError(f"--observed {path}: cannot load it with torch.load: {exc}") from None
+    _same_dtypes(paths, [snapshot(o) for o in out])
     return out
+
+
+def _same_dtypes(paths, runs) -> None:
+    """Observed runs are compared bit for bit: every file must hold each output in one dtype
+    (a bf16 or float64 copy of a float32 output is another bit pattern, not a variation)."""
+    from .variation import RowsError, dtype_name
+
+    for (name, t0), *others in zip(runs[0], *runs[1:]):
+        for path, (_, t) in zip(paths[1:], others):
+            if t.dtype != t0.dtype:
+                raise RowsError(f"--observed: output {name!r} is {dtype_name(t0)} in {paths[0]} but "
+                                f"{dtype_name(t)} in {path}: save every run in the dtype the kernel writes "
+                                "(runs are compared bit for bit)")
 
 
 def register(sub) -> None:
@@ -86,11 +144,11 @@ def register(sub) -> None:
     p.add_argument("--row-dim", type=int, default=0, help="the axis whose index is a row (default 0)")
     p.add_argument("--policy", action="append", metavar="POLICY",
                    help="scheduler policy of one run, repeated K times (default: a fixed list)")
-    p.add_argument("--batch", type=int, default=None, metavar="N",
+    p.add_argument("--batch", type=_batch, default=None, metavar="N",
                    help="workgroups in lockstep per emulator batch (default: decided from the kernel's IR, "
                         "8 when its workgroups are independent, else 1)")
-    p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance against --reference")
-    p.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance against --reference")
+    p.add_argument("--rtol", type=_tolerance, default=1e-3, help="relative tolerance against --reference (>= 0)")
+    p.add_argument("--atol", type=_tolerance, default=1e-5, help="absolute tolerance against --reference (>= 0)")
     p.add_argument("--observed", nargs="+", metavar="FILE.pt",
                    help="outputs saved (torch.save) from K runs on a GPU: the varying elements come from "
                         "them, the explanation from the virtual gfx1250's runs of FUNC")

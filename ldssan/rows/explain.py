@@ -28,7 +28,7 @@ from ldssan.runtime.emu.taint import MAX_BITS, TaintSource, tracking
 from .batching import AutoBatch
 from .pytest_call import PytestCall
 from .report import OutputRows, RaceRows, RowsReport
-from .variation import RowsError, compare, named_outputs, policies, snapshot
+from .variation import RowsError, check_tolerance, compare, named_outputs, policies, snapshot
 
 # rules whose verdict is "this value depends on the schedule"
 RACE_RULES = frozenset({Rule.RAW_UNPUBLISHED, Rule.WAR_REUSE, Rule.WAW, Rule.DMA_READ_BEFORE_WAIT,
@@ -87,6 +87,7 @@ def explain(func=None, runs: int = 16, reference=None, row_dim: int = 0, *, poli
         if len(observed) < 2:
             raise RowsError(f"--observed needs the outputs of at least 2 runs (got {len(observed)})")
         runs = 2  # the virtual runs: sanitized, then with taint
+    rtol, atol = check_tolerance("--rtol", rtol), check_tolerance("--atol", atol)
     if runs < 2:
         raise RowsError(f"--runs must be at least 2 (got {runs}): variation needs two runs")
     if batch is not None and batch < 1:
@@ -110,6 +111,9 @@ def explain(func=None, runs: int = 16, reference=None, row_dim: int = 0, *, poli
         with hook.sanitize(pols[0], batch=auto or batch) as col:
             outs.append(snapshot(func()))
         timings["sanitize"] = time.perf_counter() - t0
+        if not col.results and not isinstance(func, PytestCall):  # a test that launches nothing: _written_only
+            raise RowsError(f"{getattr(func, '__name__', func)!r} launched no FlyDSL kernel: nothing ran on the "
+                            "virtual gfx1250, so nothing was checked (it computes its outputs some other way)")
         step("sanitized")
         violations = [v for r in col.results for v in r.report.violations if v.severity == "error"]
         races = [v for v in violations if int(v.rule) in RACE_RULES]
@@ -184,10 +188,11 @@ def _assemble(pols, var, taints, races, row_dim, timings, violations) -> RowsRep
         if v.varying.ndim and not 0 <= row_dim < v.varying.ndim:
             raise RowsError(f"--row-dim {row_dim} is outside output {v.name!r} of shape {v.shape}")
         explained = v.varying & (bits != 0)
-        unexplained = v.varying & (bits == 0)
+        mismatch = (v.mismatch if v.mismatch is not None else np.zeros_like(v.varying)) & (bits == 0)
+        unexplained = v.varying & (bits == 0) & ~mismatch
         outputs.append(OutputRows(v.name, v.shape, int(v.varying.sum()), _rows_of(v.varying, row_dim),
                                   int(unexplained.sum()), _rows_of(unexplained, row_dim),
-                                  v.varying, bits))
+                                  v.varying, bits, int(mismatch.sum()), _rows_of(mismatch, row_dim)))
         for k in range(len(races)):
             hit = (bits >> np.uint64(_bit(k))) & np.uint64(1) != 0
             mine = explained & hit

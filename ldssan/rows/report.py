@@ -71,11 +71,16 @@ class OutputRows:
     unexplained_rows: list[int]
     varying_mask: np.ndarray = field(repr=False)
     taint: np.ndarray = field(repr=False)  # uint64 race bits per element
+    # varying elements no race reached that differ from --reference identically in every run
+    # (counted apart from `unexplained`: no schedule changed them)
+    mismatch: int = 0
+    mismatch_rows: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "shape": list(self.shape), "varying": self.varying,
                 "varying_rows": self.varying_rows, "unexplained": self.unexplained,
-                "unexplained_rows": self.unexplained_rows}
+                "unexplained_rows": self.unexplained_rows, "reference_mismatch": self.mismatch,
+                "reference_mismatch_rows": self.mismatch_rows}
 
 
 @dataclass
@@ -100,12 +105,17 @@ class RowsReport:
     def unexplained(self) -> int:
         return sum(o.unexplained for o in self.outputs)
 
+    @property
+    def mismatch(self) -> int:
+        return sum(o.mismatch for o in self.outputs)
+
     def to_dict(self) -> dict:
         extra = {"pytest": self.pytest} if self.pytest is not None else {}
         return {"schema": SCHEMA, "runs": self.runs, "policies": self.policies, "batch": self.batch,
                 "batch_reason": self.batch_reason, "observed": self.observed, **extra,
                 "outputs": [o.to_dict() for o in self.outputs], "races": [r.to_dict() for r in self.races],
-                "unexplained": self.unexplained, "latent": [r.to_dict() for r in self.latent],
+                "unexplained": self.unexplained, "reference_mismatch": self.mismatch,
+                "latent": [r.to_dict() for r in self.latent],
                 "seconds": {k: round(v, 3) for k, v in self.timings.items()}}
 
     def to_json(self, path=None) -> str:
@@ -153,6 +163,12 @@ def render(report: RowsReport):
             "LDS race: the variation comes from outside LDS — global memory ordering, global atomics "
             "order (float atomics round differently in each order), or uninitialised global memory.",
             style="bold red"))
+    if report.mismatch:
+        rows = sorted({r for o in report.outputs for r in o.mismatch_rows})
+        parts.append(Text(
+            f"DIFFERS FROM THE REFERENCE: {report.mismatch} element(s) (rows {_rows_text(rows)}) differ from the "
+            f"reference on every run, identically in all {report.runs} runs, and no LDS race reaches them: "
+            "a wrong kernel or a wrong reference, not a race (no schedule changed them).", style="bold red"))
     for r in report.latent:
         parts.append(Text(f"latent: {r.rule} {r.name} {r.this} / {r.other or '-'}: reached {r.reached} output "
                           f"element(s), none varied in these {report.runs} runs", style="yellow"))

@@ -69,23 +69,32 @@ def _bits(t: torch.Tensor) -> np.ndarray:
 class Variation:
     name: str
     shape: tuple[int, ...]
-    varying: np.ndarray  # bool, the output's shape
+    varying: np.ndarray  # bool, the output's shape: differs between runs, or from the reference
+    # bool: bitwise identical in every run but not close to the reference (no schedule changed
+    # it: a wrong kernel or a wrong reference); a subset of `varying`
+    mismatch: np.ndarray | None = None
 
 
 def compare(runs: list[list[tuple[str, torch.Tensor]]], reference=None, *, rtol=1e-3, atol=1e-5) -> list[Variation]:
     """Per output: elements not bitwise identical over the runs, or (with a reference) not
-    close to it in some run."""
+    close to it in some run. Every run must give each output the same shape and dtype:
+    bits of different dtypes do not compare (a bf16 copy of a float32 output is not the
+    same value)."""
     first = runs[0]
     ref = dict(reference) if reference else {}
     out = []
     for i, (name, t0) in enumerate(first):
         base = _bits(t0)
-        varying = np.zeros(base.shape, dtype=bool)
-        for run in runs[1:]:
+        differs = np.zeros(base.shape, dtype=bool)
+        for k, run in enumerate(runs[1:], 2):
             other = run[i][1]
             if tuple(other.shape) != tuple(t0.shape):
                 raise RowsError(f"output {name!r} changed shape between runs: {tuple(t0.shape)} vs {tuple(other.shape)}")
-            varying |= _bits(other) != base
+            if other.dtype != t0.dtype:
+                raise RowsError(f"output {name!r} is {dtype_name(t0)} in run 1 but {dtype_name(other)} in run {k}: "
+                                "the runs must have the same dtype to be compared bit for bit")
+            differs |= _bits(other) != base
+        off_reference = np.zeros(base.shape, dtype=bool)
         if name in ref:
             r = ref[name].detach().to("cpu")
             if tuple(r.shape) != tuple(t0.shape):
@@ -96,6 +105,18 @@ def compare(runs: list[list[tuple[str, torch.Tensor]]], reference=None, *, rtol=
                     close = torch.isclose(got.double(), r.double(), rtol=rtol, atol=atol, equal_nan=True)
                 else:
                     close = got == r.to(got.dtype)
-                varying |= ~close.numpy()
-        out.append(Variation(name, tuple(t0.shape), varying))
+                off_reference |= ~close.numpy()
+        out.append(Variation(name, tuple(t0.shape), differs | off_reference, off_reference & ~differs))
     return out
+
+
+def dtype_name(t: torch.Tensor) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def check_tolerance(flag: str, value: float) -> float:
+    """A --rtol/--atol value: a finite number >= 0 (torch.isclose refuses the others, after
+    every run)."""
+    if not (isinstance(value, (int, float)) and 0 <= value < float("inf")):
+        raise RowsError(f"{flag} {value!r}: expected a finite number >= 0")
+    return float(value)

@@ -64,7 +64,7 @@ class GlobalMemory:
     def add_tensor(self, tensor, name: str = "") -> None:
         if tensor.device.type != "cpu":
             raise EmuMemoryError(
-                f"the virtual gfx1250 runs on CPU tensors; argument {name or '?'} is on {tensor.device}")
+                f"the virtual gfx1250 runs on CPU tensors; {name or 'an argument'} is on {tensor.device}")
         storage = tensor.untyped_storage()
         self.add(storage.data_ptr(), storage.nbytes(), name)
         PROCESS_TENSORS.remember(tensor)

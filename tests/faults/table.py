@@ -157,6 +157,65 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
       "tests/emu/test_faults_limits.py::test_a_correct_launch_larger_than_the_base_is_not_cut_off_by_the_default",
       "tests/emu/test_faults_limits.py::test_a_bad_limit_is_refused_before_any_launch",
       "tests/emu/test_faults_limits.py::test_a_bad_limit_option_is_a_usage_error")),
+    ("`ldssan isa-check`, `rows` or `build --device` is given a FILE with a syntax error, an import error, "
+     "binary bytes or a `sys.exit()` at import, or a FUNC (or `rows --reference`) that needs arguments, raises or calls `sys.exit()`",
+     "one line naming the target and what went wrong (the line, the exception and the user's line it came from), "
+     "exit 2; before, a traceback with exit 1 (\"findings\"), or for `sys.exit(0)` nothing at all and exit 0",
+     ("tests/faults/test_cli_targets.py::test_a_file_that_does_not_import_is_a_one_line_usage_error",
+      "tests/faults/test_cli_targets.py::test_a_func_that_needs_arguments_or_raises_is_a_one_line_usage_error",
+      "tests/faults/test_cli_targets.py::test_a_module_target_that_does_not_import_names_the_module",
+      "tests/faults/test_cli_targets.py::test_a_rows_reference_that_raises_is_a_one_line_usage_error")),
+    ("the gfx1250 backend reports an error while `isa-check` or `build --device` compiles "
+     "(\"local memory (N) exceeds limit (327680)\"); it still emits a code object",
+     "`the gfx1250 backend reported 1 error, so its code object is not the kernel as written: …`, exit 2; "
+     "no finding count, no `.hsaco` written",
+     ("tests/faults/test_cli_targets.py::test_a_gfx1250_backend_error_is_not_a_clean_build",)),
+    ("`ldssan rows` on a FUNC that launches no FlyDSL kernel",
+     "`… launched no FlyDSL kernel: nothing ran on the virtual gfx1250, so nothing was checked`, exit 2 "
+     "(never \"nothing varies\")",
+     ("tests/faults/test_cli_targets.py::test_rows_on_a_function_that_launches_nothing_is_not_a_pass",)),
+    ("`ldssan rows --reference` differs from the output on every run, identically",
+     "`DIFFERS FROM THE REFERENCE: … a wrong kernel or a wrong reference, not a race`, exit 1; counted as "
+     "`reference_mismatch` in the JSON, apart from the unexplained variation blamed on global memory",
+     ("tests/rows/test_rows_faults.py::test_a_reference_that_always_differs_is_a_wrong_kernel_or_reference_not_a_race",
+      "tests/rows/test_rows_faults.py::test_outputs_that_vary_between_runs_are_still_unexplained_variation")),
+    ("`ldssan rows --observed` files hold an output in different dtypes (a float64 or bf16 dump of float32 values)",
+     "refused in one line naming both files and dtypes, exit 2 (runs are compared bit for bit; before, reported "
+     "as varying)",
+     ("tests/rows/test_rows_faults.py::test_observed_files_of_another_dtype_are_refused_not_reported_as_varying",
+      "tests/rows/test_rows_faults.py::test_compare_refuses_runs_of_different_dtypes")),
+    ("`ldssan rows --rtol nan`, a negative or infinite `--rtol` / `--atol`, `--batch` 0 or above 512",
+     "one line, exit 2, before any run (`rows.explain` raises `RowsError` before calling FUNC)",
+     ("tests/faults/test_cli_outputs.py::test_rows_bad_tolerance_or_batch_is_refused_before_any_run",
+      "tests/faults/test_cli_outputs.py::test_explain_refuses_a_bad_tolerance_before_calling_the_function")),
+    ("a misspelt or unknown `FLYDSL_LDSSAN_*` variable (`FLYDSL_LDSSAN_POLCY`), or `FLYDSL_LDSSAN_BATCH` "
+     "above 512 (`10**20`)",
+     "a usage error wherever options are validated (pytest exit 4, `enable()` `ConfigError`, CLI exit 2): "
+     "`FLYDSL_LDSSAN_POLCY='reverse': unknown ldssan option (did you mean FLYDSL_LDSSAN_POLICY?)`; "
+     "`expected auto or an integer from 1 to 512` (the lane budget's one-wave workgroups)",
+     ("tests/faults/test_unknown_options.py::test_a_misspelt_variable_is_a_pytest_usage_error_naming_the_closest_option",
+      "tests/faults/test_unknown_options.py::test_enable_refuses_an_unknown_variable",
+      "tests/faults/test_unknown_options.py::test_the_cli_refuses_an_unknown_variable",
+      "tests/faults/test_unknown_options.py::test_a_huge_batch_is_refused")),
+    ("a report or output path that is empty or only spaces",
+     "refused up front like any unwritable path (`path '   ' names no file`)",
+     ("tests/faults/test_cli_outputs.py::test_a_report_path_of_spaces_is_refused",
+      "tests/faults/test_cli_outputs.py::test_a_report_path_of_spaces_is_a_cli_usage_error")),
+    ("`ldssan rows --json missing/dir/x.json`; `build -o` an existing file; a write that fails late "
+     "(disk full)",
+     "missing directories are created (as for every other report); `-o` is checked before anything is built; a "
+     "failing write is one line naming its flag (`--json: cannot write 'x.json': No space left on device`), exit 2",
+     ("tests/faults/test_cli_outputs.py::test_rows_creates_the_missing_directories_of_its_outputs",
+      "tests/faults/test_cli_outputs.py::test_build_into_an_existing_file_is_refused_before_building",
+      "tests/faults/test_cli_outputs.py::test_a_rows_write_that_fails_names_its_flag",
+      "tests/faults/test_cli_outputs.py::test_an_isa_check_write_that_fails_names_its_flag")),
+    ("`ldssan env | head -1` (stdout closed early)",
+     "ends quietly with status 141 (128 + SIGPIPE), as `cat` does; before, `[Errno 32] Broken pipe` and exit 2",
+     ("tests/faults/test_cli.py::test_ldssan_env_into_a_closed_pipe_ends_quietly",)),
+    ("a launch is given a tensor on another device; a count of one or more launches",
+     "`argument 'Out'.torch_tensor is on meta` (before: `argument argument …`); `2 launches` (before: `2 launchs`)",
+     ("tests/faults/test_cli.py::test_a_tensor_on_another_device_is_named_once",
+      "tests/faults/test_cli.py::test_counts_of_launches_are_plural_english")),
 ]
 
 

@@ -80,3 +80,40 @@ def test_mutate_only_an_unknown_id_is_nothing_to_run(tmp_path, capsys):
 def test_documented_exit_statuses_are_in_the_help():
     text = build_parser().format_help()
     assert "1 a check failed (demo) or nothing to run (mutate)" in text and "2 usage error" in text
+
+
+def test_ldssan_env_into_a_closed_pipe_ends_quietly():
+    # `ldssan env | head -1`: before, "[Errno 32] Broken pipe" on stderr and exit 2 (a usage error).
+    # The reading end is closed before ldssan writes anything, so every write meets the closed pipe.
+    import os
+
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "ldssan.cli", "env"], stdout=write, stderr=subprocess.PIPE,
+                              text=True, env=dict(os.environ), timeout=300)
+    finally:
+        os.close(write)
+    assert proc.returncode == 141, proc.stderr  # 128 + SIGPIPE: what a shell shows for `cat` there
+    assert proc.stderr == ""
+
+
+def test_counts_of_launches_are_plural_english():
+    from ldssan.console import counted
+
+    assert [counted(n, "launch") for n in (1, 2)] == ["1 launch", "2 launches"]  # before: "2 launchs"
+    assert [counted(n, w) for n, w in ((2, "byte"), (3, "pass"), (0, "violation"))] == [
+        "2 bytes", "3 passes", "0 violations"]
+
+
+def test_a_tensor_on_another_device_is_named_once():
+    # before: "argument argument 'Out'.torch_tensor is on meta"
+    import torch
+
+    import ldssan
+    from ldssan.runtime.emu.memory import EmuMemoryError
+    from tests.isa import split_kernels
+
+    with pytest.raises(EmuMemoryError) as exc, ldssan.sanitize():
+        split_kernels._waited(torch.zeros(split_kernels.N, dtype=torch.int32, device="meta"))
+    assert "argument argument" not in str(exc.value) and "argument 'Out'" in str(exc.value)

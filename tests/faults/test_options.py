@@ -20,7 +20,7 @@ BAD_ENV = [
     ("policy banana", {"FLYDSL_LDSSAN_POLICY": "banana"}, "FLYDSL_LDSSAN_POLICY='banana': unknown scheduler policy*round-robin, reverse, canonical or random(SEED)*"),
     ("ring -1", {"FLYDSL_LDSSAN_RING": "-1"}, "FLYDSL_LDSSAN_RING='-1': expected an integer from 1 to 2097152"),
     ("ring 10**9", {"FLYDSL_LDSSAN_RING": "1000000000"}, "FLYDSL_LDSSAN_RING='1000000000': expected an integer from 1 to 2097152"),
-    ("batch 0", {"FLYDSL_LDSSAN_BATCH": "0"}, "FLYDSL_LDSSAN_BATCH='0': expected auto or an integer >= 1"),
+    ("batch 0", {"FLYDSL_LDSSAN_BATCH": "0"}, "FLYDSL_LDSSAN_BATCH='0': expected auto or an integer from 1 to 512"),
     ("enable 2", {"FLYDSL_LDSSAN": "2"}, "FLYDSL_LDSSAN='2': expected 0/1, true/false, yes/no or on/off"),
     ("mode loud", {"FLYDSL_LDSSAN_MODE": "loud"}, "FLYDSL_LDSSAN_MODE='loud': expected one of fail, warn"),
     ("coverage maybe", {"FLYDSL_LDSSAN_COVERAGE": "maybe"}, "FLYDSL_LDSSAN_COVERAGE='maybe': expected 0/1*"),

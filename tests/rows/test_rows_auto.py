@@ -63,7 +63,9 @@ def test_cli_pytest_and_its_usage_errors(tmp_path, capsys):
     assert main(["rows", "--pytest", f"{CASE}::no_such_test", "--runs", "2"]) == 2
     assert "selected 0 tests" in capsys.readouterr().err
     assert main(["rows", "--pytest", CASE, "--runs", "2"]) == 2  # no test named
-    assert main(["rows", f"tests/rows/kernels.py::pair_norm", "--batch", "0"]) == 2
+    with pytest.raises(SystemExit) as exc:  # an option value argparse refuses
+        main(["rows", f"tests/rows/kernels.py::pair_norm", "--batch", "0"])
+    assert exc.value.code == 2
 
 
 def _launch_batches(fn, batch):

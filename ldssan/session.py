@@ -42,8 +42,9 @@ class LaunchFault:
 
     @property
     def text(self) -> str:
-        what = "ldssan internal error" if self.internal else "faulted (not checked to its end)"
-        return f"launch {self.launch} of kernel {self.kernel} {what}: {self.error}"
+        if self.internal:
+            return f"ldssan internal error in launch {self.launch} of kernel {self.kernel}: {self.error}"
+        return f"launch {self.launch} of kernel {self.kernel} faulted (not checked to its end): {self.error}"
 
 
 def _raised_in_engine(exc: BaseException) -> BaseException | None:

@@ -141,11 +141,13 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
      "`FLYDSL_LDSSAN=1` cover every thread, and such launches are checked)",
      ("tests/sanitizer/test_contexts.py::test_a_launch_from_a_thread_the_block_does_not_cover_is_refused",
       "tests/sanitizer/test_contexts.py::test_enable_covers_launches_from_other_threads")),
-    ("a sanitized launch faults (out-of-bounds access, deadlock, timeout) and the test catches the error",
+    ("a sanitized launch faults (out-of-bounds access, runaway loop, deadlock, timeout) and the test catches "
+     "the error",
      "the launch is kept in the collector's `faults`; under pytest it is an error notification naming the "
      "test, launch and kernel (SARIF: executionSuccessful false), a summary line, the test's `faulted` count, "
      "and the JSON report is not `clean`",
      ("tests/sanitizer/test_contexts.py::test_a_caught_kernel_fault_is_kept_by_the_collector",
+      "tests/sanitizer/test_contexts.py::test_a_caught_runaway_loop_is_kept_by_the_collector",
       "tests/sanitizer/test_plugin.py::test_emulate_blocks_faults_and_internal_errors_never_pass_as_clean")),
     ("ldssan's own code (engine, hooks, decoder) raises a Python exception during a launch",
      "`LdssanInternalError` naming the launch and kernel (the original is its `__cause__`, with its "

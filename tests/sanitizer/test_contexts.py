@@ -13,7 +13,9 @@ import torch
 
 import ldssan
 from ldssan import config, hook
-from ldssan.runtime.emu import EmulateRefused, EmuMemoryError, UncoveredThreadLaunch, emulate, frontend, threads
+from ldssan.runtime.emu import (
+    EmulateRefused, EmuMemoryError, StepBudgetExceeded, UncoveredThreadLaunch, emulate, frontend, threads,
+)
 from ldssan.runtime.emu.frontend import EmuConfig
 from ldssan.runtime.shadow import ShadowEngine
 from ldssan.session import LdssanInternalError
@@ -117,6 +119,39 @@ def test_a_caught_kernel_fault_is_kept_by_the_collector(racy):
     assert not fault.internal and fault.error.startswith("EmuMemoryError")
     assert "racy" not in fault.kernel and fault.kernel.startswith("neighbour")
     assert "faulted (not checked to its end)" in fault.text
+
+
+RUNAWAY = """import torch, flydsl.compiler as flyc, flydsl.expr as fx
+
+@flyc.kernel
+def runaway(Out: fx.Tensor, n: fx.Int32):
+    acc = fx.Int32(0)
+    for i in range(n):
+        acc = acc + fx.Int32(1)
+    Out[fx.thread_idx.x] = acc
+
+@flyc.jit
+def launch(Out: fx.Tensor, n: fx.Int32, stream: fx.Stream = fx.Stream(None)):
+    runaway(Out, n).launch(grid=(1, 1, 1), block=(64, 1, 1), stream=stream)
+"""
+
+
+def test_a_caught_runaway_loop_is_kept_by_the_collector(tmp_path):
+    import importlib.util
+
+    path = tmp_path / "runaway_kernel.py"
+    path.write_text(RUNAWAY)
+    spec = importlib.util.spec_from_file_location("_runaway_kernel", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with ldssan.sanitize() as col:
+        try:
+            mod.launch(torch.zeros(N, dtype=torch.int32), 2**31 - 1)
+        except StepBudgetExceeded:
+            pass  # a loop that never ends, swallowed by the user's code
+    (fault,) = col.faults
+    assert fault.kernel.startswith("runaway") and fault.error.startswith("StepBudgetExceeded: ")
+    assert not fault.internal and not col.results
 
 
 def test_an_engine_fault_is_an_internal_error_naming_the_launch(racy, monkeypatch):

@@ -126,7 +126,8 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
      "each worker sends its results to the controller, which prints one summary (violations, per-test counts, "
      "faulted launches, lint warnings) and writes one JSON/SARIF report with every worker's launches; "
      "`--ldssan-require-launch` counts the workers' launches; a worker that dies is an error notification",
-     ("tests/sanitizer/test_plugin.py::test_xdist_controller_reports_every_workers_launches",)),
+     ("tests/sanitizer/test_plugin.py::test_xdist_controller_reports_every_workers_launches",
+      "tests/sanitizer/test_plugin.py::test_xdist_worker_that_dies_makes_the_report_not_clean")),
     ("a kernel is launched inside `ldssan.emulate(policy)` while a sanitizer is active (`FLYDSL_LDSSAN=1`, "
      "`enable()`, an enclosing `sanitize()`)",
      "the launch runs with that policy and is checked, its results go to the active sanitizer's collector; "

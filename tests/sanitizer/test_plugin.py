@@ -244,3 +244,17 @@ def test_emulate_blocks_faults_and_internal_errors_never_pass_as_clean(pytester,
     assert invocation["executionSuccessful"] is False
     assert any("EmuMemoryError" in n["message"]["text"] and n["level"] == "error"
                for n in invocation["toolExecutionNotifications"])
+
+
+def test_xdist_worker_that_dies_makes_the_report_not_clean(pytester, monkeypatch):
+    import json
+
+    pytester.makepyfile(test_crash="import os\n\ndef test_crash():\n    os._exit(3)\n")
+    monkeypatch.setenv("FLYDSL_LDSSAN", "1")
+    res = pytester.runpytest_subprocess("-p", "ldssan", "-n", "1", "--max-worker-restart=0",
+                                        "--ldssan-report=out.json")
+    assert res.ret != 0
+    doc = json.loads((pytester.path / "out.json").read_text())
+    assert doc["summary"]["clean"] is False
+    assert any(n["level"] == "error" and "pytest-xdist worker gw0 went down" in n["text"]
+               and "results are lost" in n["text"] for n in doc["notifications"])

@@ -29,6 +29,7 @@ _REMOTE = pytest.StashKey[dict]()  # pytest-xdist controller: what the workers c
 MODE_HELP = "fail: a test whose launches have violations fails; warn: report only"
 REQUIRE_HELP = "fail the run if ldssan is on and no FlyDSL kernel was launched (nothing was checked)"
 NOTHING_CHECKED = "ldssan: NOTHING WAS CHECKED: no FlyDSL kernel was launched"
+ALL_FAULTED = "ldssan: NOTHING WAS CHECKED: every FlyDSL launch faulted"
 MARKER_HELP = ("ldssan(expect=None): the test's FlyDSL launches are expected to produce exactly these "
                "ldssan rule codes (e.g. expect=['LDS001']); the test fails if they are missing, and "
                "other violations still fail it")
@@ -264,7 +265,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         tr.write_line(f"({hidden} more hidden; use -v)")
     _write_warnings(tr, config)
     _write_faults(tr, config)
-    if not _any_launch(config):
+    if config.stash[_FAULTED] and not _checked_launches(config):
+        tr.write_sep("!", ALL_FAULTED, red=True, bold=True)
+    elif not _checked_launches(config):
         tr.write_sep("!", NOTHING_CHECKED, red=True, bold=True)
         tr.write_line("ldssan was on, but no test launched a FlyDSL kernel: did every kernel test skip "
                       "(a torch.cuda.is_available() guard with FLYDSL_LDSSAN_DEVICE=off?), or launch in a "
@@ -283,7 +286,7 @@ def pytest_sessionfinish(session):
     if hasattr(config, "workeroutput"):  # a pytest-xdist worker: the controller reports
         _send_to_controller(config)
         return
-    if not _any_launch(config) and config.getoption("--ldssan-require-launch") and session.exitstatus in (
+    if not _checked_launches(config) and config.getoption("--ldssan-require-launch") and session.exitstatus in (
             pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     path = config.getoption("--ldssan-report") or opts.get("report")
@@ -314,11 +317,6 @@ def _all_builds(config) -> dict:
 
 def _checked_launches(config) -> int:
     return len(config.stash[_RESULTS]) + config.stash[_REMOTE]["launches"]
-
-
-def _any_launch(config) -> bool:
-    """A launch ran, checked to its end or faulted."""
-    return bool(_checked_launches(config) or config.stash[_FAULTED])
 
 
 def _all_reports(config) -> list:

@@ -346,8 +346,9 @@ def notifications(report: Report, notes: Iterable[tuple[str, str]] = ()) -> list
     if line is not None:
         out.append({"level": "error", "text": line.plain})
     if not report.kernels:
-        out.append({"level": "warning",
-                    "text": "ldssan: NOTHING WAS CHECKED: no FlyDSL kernel was launched"})
+        # with error notes (launches that faulted, a lost worker) a launch may have run, unchecked
+        why = "no FlyDSL launch was checked to its end" if _failed_run(out) else "no FlyDSL kernel was launched"
+        out.append({"level": "warning", "text": f"ldssan: NOTHING WAS CHECKED: {why}"})
     return out
 
 

@@ -240,10 +240,12 @@ def test_emulate_blocks_faults_and_internal_errors_never_pass_as_clean(pytester,
 
     sarif = pytester.runpytest_subprocess("-p", "ldssan", "-k", "caught_fault", "--ldssan-report=out.sarif")
     sarif.assert_outcomes(passed=1)
+    sarif.stdout.fnmatch_lines(["*ldssan: NOTHING WAS CHECKED: every FlyDSL launch faulted*"])
     (invocation,) = json.loads((pytester.path / "out.sarif").read_text())["runs"][0]["invocations"]
     assert invocation["executionSuccessful"] is False
-    assert any("EmuMemoryError" in n["message"]["text"] and n["level"] == "error"
-               for n in invocation["toolExecutionNotifications"])
+    notes = [(n["level"], n["message"]["text"]) for n in invocation["toolExecutionNotifications"]]
+    assert any(level == "error" and "EmuMemoryError" in text for level, text in notes)
+    assert ("warning", "ldssan: NOTHING WAS CHECKED: no FlyDSL launch was checked to its end") in notes
 
 
 def test_xdist_worker_that_dies_makes_the_report_not_clean(pytester, monkeypatch):

@@ -61,9 +61,11 @@ _pass_registry: dict[str, object] = {}
 
 _global_config: EmuConfig | None = None
 
+
 def current() -> EmuConfig | None:
     """The config of the innermost `active()` block of this thread, else the process-wide
-    one (or None). A block covers the thread that opened it only; `set_global` covers all."""
+    one (or None). A block covers the thread that opened it only (`threads`); `set_global`
+    covers every thread."""
     return getattr(_state, "config", None) or _global_config
 
 

@@ -17,12 +17,13 @@ from . import config, rules
 from .decode import LINT_RULES, Report, SiteTable, SiteTableError, Violation, decode_ring
 
 
-# Where ldssan's own checking code runs during a launch (the engine, the hook adapters, the
-# batch split, the session, the device runtime's host side, the decoder): a Python built-in
-# exception raised there is a bug in ldssan, not a fault of the kernel.
-ENGINE_MODULES = ("ldssan.runtime.shadow", "ldssan.runtime.emu.hooks", "ldssan.runtime.emu.split",
-                  "ldssan.runtime.session", "ldssan.runtime.records", "ldssan.runtime.device",
-                  "ldssan.session", "ldssan.decode", "ldssan.sitetable")
+# Where ldssan's own checking code runs during a launch (the engine, the hook adapters and
+# the emitter of the hook calls, the batch split, the session, the device runtime's host side,
+# the decoder): a Python built-in exception raised there is a bug in ldssan, not a fault of
+# the kernel. (NotImplementedError stays the emulator's named UnsupportedOp.)
+ENGINE_MODULES = ("ldssan.runtime.shadow", "ldssan.runtime.emu.hooks", "ldssan.runtime.emu.ops.sanitizer",
+                  "ldssan.runtime.emu.split", "ldssan.runtime.session", "ldssan.runtime.records",
+                  "ldssan.runtime.device", "ldssan.session", "ldssan.decode", "ldssan.sitetable")
 
 
 class LdssanInternalError(RuntimeError):
@@ -53,7 +54,7 @@ def _raised_in_engine(exc: BaseException) -> BaseException | None:
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if not type(exc).__module__.startswith("ldssan."):
+        if not type(exc).__module__.startswith("ldssan.") and not isinstance(exc, NotImplementedError):
             tb = exc.__traceback__
             while tb is not None:
                 if tb.tb_frame.f_globals.get("__name__", "").startswith(ENGINE_MODULES):

@@ -154,13 +154,14 @@ def test_a_caught_runaway_loop_is_kept_by_the_collector(tmp_path):
     assert not fault.internal and not col.results
 
 
-def test_an_engine_fault_is_an_internal_error_naming_the_launch(racy, monkeypatch):
+@pytest.mark.parametrize("method, policy", [("finish", "lockstep"), ("ds", "lockstep"), ("ds", "round-robin")])
+def test_an_engine_fault_is_an_internal_error_naming_the_launch(racy, monkeypatch, method, policy):
     def broken(self, *args, **kwargs):
         raise KeyError(4097)
 
-    monkeypatch.setattr(ShadowEngine, "finish", broken)
+    monkeypatch.setattr(ShadowEngine, method, broken)  # at a batch's end / at every LDS access
     out = torch.zeros(N, dtype=torch.int32)
-    with ldssan.sanitize() as col:
+    with ldssan.sanitize(policy) as col:
         with pytest.raises(LdssanInternalError) as info:
             racy(out)
     err = info.value

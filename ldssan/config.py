@@ -12,11 +12,10 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
+# defined below the layers, so emulate()'s argument errors are ConfigErrors too
+from ldssan.runtime.arguments import ConfigError
+
 PREFIX = "FLYDSL_LDSSAN"
-
-
-class ConfigError(ValueError):
-    pass
 
 
 @dataclass(frozen=True)

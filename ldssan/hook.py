@@ -20,6 +20,7 @@ from contextlib import contextmanager
 
 from ldssan.passes import locations
 from ldssan.passes.instrument import instrument_pass
+from ldssan.runtime import arguments
 from ldssan.runtime.emu import frontend
 from ldssan.runtime.emu.frontend import EmuConfig
 from ldssan.runtime.emu.limits import Limits
@@ -28,23 +29,34 @@ from ldssan.runtime.emu.sched import Policy
 from ldssan.runtime.session import ShadowSession
 
 from . import config
-from .session import LaunchResult, decode_outcome
+from .session import LaunchFault, LaunchResult, decode_outcome, launch_fault
 
 
 class Collector:
-    """The results of sanitized launches, in order (thread-safe)."""
+    """The results of sanitized launches, in order (thread-safe); `faults`: the launches that
+    raised instead (kept even when the caller catches the error)."""
 
     def __init__(self) -> None:
         self.results: list[LaunchResult] = []
+        self.faults: list[LaunchFault] = []
         self._lock = threading.Lock()
 
     def add(self, result: LaunchResult) -> None:
         with self._lock:
             self.results.append(result)
 
+    def add_fault(self, fault: LaunchFault) -> None:
+        with self._lock:
+            self.faults.append(fault)
+
     def take(self) -> list[LaunchResult]:
         with self._lock:
             out, self.results = self.results, []
+        return out
+
+    def take_faults(self) -> list[LaunchFault]:
+        with self._lock:
+            out, self.faults = self.faults, []
         return out
 
     @property
@@ -104,7 +116,8 @@ def _make_config(policy, ring: int, batch: int, resident: int = 1, engine: str =
     if isinstance(policy, str):
         policy = Policy.parse(policy)
 
-    add = collector().add
+    col = collector()
+    add = col.add
     coverage = bool(config.get("coverage"))  # read here, so a bad value fails before any launch
     if config.get("isa") != "off":
         from .isa import sanitized  # FlyDSL's linker path: loaded only when asked for
@@ -114,20 +127,28 @@ def _make_config(policy, ring: int, batch: int, resident: int = 1, engine: str =
     def on_finish(outcome):
         add(decode_outcome(outcome, coverage=coverage))
 
+    def on_fault(exc, entry, sanitizer):
+        fault, err = launch_fault(exc, entry, sanitizer)
+        col.add_fault(fault)
+        return err
+
     if engine == "emulated":
         from ldssan.runtime.device.session import emulated_config
 
-        return emulated_config(policy, ring=ring, resident=resident, on_finish=on_finish), None
+        cfg = emulated_config(policy, ring=ring, resident=resident, on_finish=on_finish)
+        cfg.on_fault = on_fault
+        return cfg, None
     if engine == "hardware":
         from ldssan.runtime.device.hardware import HardwareLaunches
 
         launches = HardwareLaunches(capacity=ring, on_finish=on_finish)
         launches.install()
+        launches.config.on_fault = on_fault
         return launches.config, launches
     lim = _limits(*(limits or (None, None)))
     cfg = EmuConfig(policy=policy, batch=1 if callable(batch) else batch_option(batch), resident=resident,
                     sanitize=True, time_limit=lim.time_limit, step_budget=lim.step_budget,
-                    pass_options=f"ring={ring}")
+                    pass_options=f"ring={ring}", on_fault=on_fault)
 
     def factory(sites_json, entry, view):
         if callable(batch):  # per host call, from its IR; the call's Launcher is built after this
@@ -152,10 +173,12 @@ def enable(*, policy: "Policy | str | None" = None, ring: int | None = None, bat
     `device` (default FLYDSL_LDSSAN_DEVICE): 'virtual' makes torch's GPU device the virtual
     gfx1250 (`ldssan.vdevice`), 'off' leaves torch alone, 'auto' = virtual when torch has no GPU
     (and the device runtime on a gfx1250 when there is one); 'emulated' and 'hardware' check
-    with the device runtime (`engine_for`)."""
+    with the device runtime (`engine_for`). A bad argument is an `arguments.ConfigError`
+    naming it (None: the option's environment value)."""
     config.validate()
     from . import vdevice
 
+    policy, ring, batch, device = _checked_enable(policy, ring, batch, device)
     choice = device or config.get("device")
     checker = engine_for(choice)
     use_vdevice = vdevice.wanted(_TORCH_DEVICE[choice])
@@ -199,7 +222,24 @@ def enabled() -> bool:
     return cfg is not None and cfg.sanitize
 
 
-@contextmanager
+def _checked_enable(policy, ring, batch, device):
+    """enable()'s arguments, each None (the environment's value) or checked."""
+    return (None if policy is None else arguments.policy("enable", policy, Policy),
+            None if ring is None else arguments.integer("enable", "ring", ring, 1, config.RING_MAX),
+            None if batch is None else arguments.batch("enable", batch, per_call=True),
+            None if device is None else arguments.choice("enable", "device", device, config.DEVICE_CHOICES))
+
+
+def _checked_sanitize(policy, ring, batch, resident, device):
+    """sanitize()'s arguments, checked before the block opens."""
+    resident = arguments.integer("sanitize", "resident", resident, 1)
+    batch = arguments.batch("sanitize", batch, per_call=True)
+    arguments.batch_and_resident("sanitize", batch, resident)
+    return (arguments.policy("sanitize", policy, Policy),
+            arguments.integer("sanitize", "ring", ring, 1, config.RING_MAX), batch, resident,
+            arguments.choice("sanitize", "device", device, config.DEVICE_CHOICES))
+
+
 def sanitize(policy: "Policy | str" = "lockstep", *, ring: int = 4096, batch: "int | str" = "auto",
              resident: int = 1, device: str = "off", time_limit: "float | str | None" = None,
              step_budget: "int | str | None" = None):
@@ -212,13 +252,25 @@ def sanitize(policy: "Policy | str" = "lockstep", *, ring: int = 4096, batch: "i
     'emulated' / 'hardware' check with the device runtime (lockstep then runs per wave).
     `time_limit` (CPU seconds per launch) / `step_budget` (loop iterations per scheduler run):
     None = FLYDSL_LDSSAN_TIME_LIMIT / _STEP_BUDGET ("auto": scaled with the launch).
-    torch's GPU device is left as it is."""
+    torch's GPU device is left as it is.
+
+    The block covers the calling thread's launches (also those inside `emulate()`, which
+    then run with its policy and are checked here); a launch from another thread while it
+    is open is an `UncoveredThreadLaunch` (`enable()` covers every thread). A launch that
+    raises is kept in `faults`; a fault of ldssan's own code is an `LdssanInternalError`.
+    A bad argument is an `arguments.ConfigError` naming it, raised by this call."""
+    limits = _limits(time_limit, step_budget)  # a bad limit fails here too, before the block opens
+    return _sanitized(*_checked_sanitize(policy, ring, batch, resident, device), limits)
+
+
+@contextmanager
+def _sanitized(policy: Policy, ring: int, batch, resident: int, device: str, limits: Limits):
     col = Collector()
     _collector_stack.append(col)
     cfg = launches = None
     try:
         cfg, launches = _make_config(policy, ring, batch, resident, engine=engine_for(device),
-                                     limits=(time_limit, step_budget))
+                                     limits=(limits.time_limit, limits.step_budget))
         with frontend.active(cfg):
             yield col
     except Exception as exc:

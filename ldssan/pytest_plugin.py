@@ -10,6 +10,8 @@ Precedence for each setting: command line > environment > default.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from . import config as opts
@@ -21,10 +23,13 @@ _WRITTEN = pytest.StashKey[str]()  # the terminal line about the report file
 _PER_TEST = pytest.StashKey[dict]()  # nodeid -> launches, kernels, sites, violations
 _NOTES = pytest.StashKey[list]()  # (level, text): launches that deadlocked or timed out
 _LINT = pytest.StashKey[dict]()  # (code, access, barrier) -> (warning, first test): lint warnings
+_FAULTED = pytest.StashKey[list]()  # (nodeid, LaunchFault.text): launches that raised, caught or not
+_REMOTE = pytest.StashKey[dict]()  # pytest-xdist controller: what the workers checked (`_merge_worker`)
 
 MODE_HELP = "fail: a test whose launches have violations fails; warn: report only"
 REQUIRE_HELP = "fail the run if ldssan is on and no FlyDSL kernel was launched (nothing was checked)"
 NOTHING_CHECKED = "ldssan: NOTHING WAS CHECKED: no FlyDSL kernel was launched"
+ALL_FAULTED = "ldssan: NOTHING WAS CHECKED: every FlyDSL launch faulted"
 MARKER_HELP = ("ldssan(expect=None): the test's FlyDSL launches are expected to produce exactly these "
                "ldssan rule codes (e.g. expect=['LDS001']); the test fails if they are missing, and "
                "other violations still fail it")
@@ -96,6 +101,8 @@ def pytest_configure(config):
     config.stash[_PER_TEST] = {}
     config.stash[_NOTES] = []
     config.stash[_LINT] = {}
+    config.stash[_FAULTED] = []
+    config.stash[_REMOTE] = {"builds": {}, "launches": 0, "reports": []}
     if on:
         from . import hook
         from .runtime.device.hardware import HardwareUnavailable
@@ -148,15 +155,42 @@ def pytest_runtest_call(item):
     from .runtime.emu.sched import DeadlockError
     from .runtime.emu.wave import StepBudgetExceeded
 
-    hook.collector().take()
+    col = hook.collector()
+    col.take()
+    col.take_faults()
+    raised, escaped = True, None
     try:
-        return (yield)
+        out = yield
+        raised = False
+        return out
     except (DeadlockError, StepBudgetExceeded) as exc:
-        # the run did not complete: the report file says so (SARIF: executionSuccessful false)
-        item.config.stash[_NOTES].append(("error", f"{item.nodeid}: {type(exc).__name__}: {exc}"))
+        escaped = exc  # noted below unless the collector kept its launch already
         raise
     finally:
-        _check(item, hook.collector().take())
+        results, faults = col.take(), col.take_faults()
+        try:
+            _check(item, results)
+        except BaseException:
+            _record_faults(item, faults, escaped, fail=False)
+            raise
+        _record_faults(item, faults, escaped, fail=not raised)
+
+
+def _record_faults(item, faults, escaped, *, fail: bool) -> None:
+    """Launches that raised (`hook.Collector.faults`), also when the test caught the error:
+    each is an error notification of the report (so it is not clean; SARIF:
+    executionSuccessful false) and a line of the summary. An ldssan internal error fails
+    the test (`fail`: unless it is failing already)."""
+    notes = item.config.stash[_NOTES]
+    for f in faults:
+        item.config.stash[_FAULTED].append((item.nodeid, f.text))
+        notes.append(("error", f"{item.nodeid}: {f.text}"))
+    if escaped is not None and not faults:  # a fault no collector saw (the hardware engine)
+        notes.append(("error", f"{item.nodeid}: {type(escaped).__name__}: {escaped}"))
+    item.config.stash[_PER_TEST].setdefault(item.nodeid, {})["faulted"] = len(faults)
+    internal = [f for f in faults if f.internal]
+    if internal and fail:
+        pytest.fail(f"{internal[0].text} (caught by the test, but the launch was not checked)", pytrace=False)
 
 
 def _check(item, results) -> None:
@@ -231,14 +265,13 @@ def _builds(results) -> dict:
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if not config.stash.get(_ON, False):
         return
-    results = config.stash[_RESULTS]
     failed = config.stash[_FAILED]
     tr = terminalreporter
-    kernels = _builds(r for _n, r in results)
+    kernels = _all_builds(config)
     sites = sum(kernels.values())
     n_viol = sum(len(rep.violations) for rep in failed.values())
     tr.write_sep("=", f"ldssan: {n_viol} violations in {len(failed)} tests")
-    tr.write_line(f"ldssan: {len(kernels)} kernels, {len(results)} launches, {sites} sites checked")
+    tr.write_line(f"ldssan: {len(kernels)} kernels, {_checked_launches(config)} launches, {sites} sites checked")
     shown = 0
     for nodeid, rep in failed.items():
         for v in rep.violations:
@@ -251,7 +284,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if hidden > 0:
         tr.write_line(f"({hidden} more hidden; use -v)")
     _write_warnings(tr, config)
-    if not results:
+    _write_faults(tr, config)
+    if config.stash[_FAULTED] and not _checked_launches(config):
+        tr.write_sep("!", ALL_FAULTED, red=True, bold=True)
+    elif not _checked_launches(config):
         tr.write_sep("!", NOTHING_CHECKED, red=True, bold=True)
         tr.write_line("ldssan was on, but no test launched a FlyDSL kernel: did every kernel test skip "
                       "(a torch.cuda.is_available() guard with FLYDSL_LDSSAN_DEVICE=off?), or launch in a "
@@ -267,8 +303,10 @@ def pytest_sessionfinish(session):
     config = session.config
     if not config.stash.get(_ON, False):
         return
-    results = config.stash[_RESULTS]
-    if not results and config.getoption("--ldssan-require-launch") and session.exitstatus in (
+    if hasattr(config, "workeroutput"):  # a pytest-xdist worker: the controller reports
+        _send_to_controller(config)
+        return
+    if not _checked_launches(config) and config.getoption("--ldssan-require-launch") and session.exitstatus in (
             pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     path = config.getoption("--ldssan-report") or opts.get("report")
@@ -279,7 +317,7 @@ def pytest_sessionfinish(session):
 
     try:
         # written with no launch too: the file then says so (0 kernels, each test's counts)
-        write_report(merge_reports(*(r.report for _n, r in results)), path,
+        write_report(merge_reports(*_all_reports(config)), path,
                      extra={"tests": config.stash[_PER_TEST]}, notes=config.stash[_NOTES])
     except OSError as exc:
         config.stash[_WRITTEN] = f"ldssan: ERROR: cannot write the report to {path}: {exc.strerror or exc}"
@@ -287,3 +325,86 @@ def pytest_sessionfinish(session):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
     else:
         config.stash[_WRITTEN] = f"ldssan: report written to {path}"
+
+
+# -- totals over this process and, under pytest-xdist, every worker -----------------------
+
+
+def _all_builds(config) -> dict:
+    """Distinct kernel builds -> site count, this process's and the workers'."""
+    return {**_builds(r for _n, r in config.stash[_RESULTS]), **config.stash[_REMOTE]["builds"]}
+
+
+def _checked_launches(config) -> int:
+    return len(config.stash[_RESULTS]) + config.stash[_REMOTE]["launches"]
+
+
+def _all_reports(config) -> list:
+    return [r.report for _n, r in config.stash[_RESULTS]] + config.stash[_REMOTE]["reports"]
+
+
+def _write_faults(tr, config) -> None:
+    faulted = config.stash[_FAULTED]
+    if not faulted:
+        return
+    tr.write_sep("-", f"ldssan: {len(faulted)} launches faulted (not checked to their end)", red=True)
+    for n, (nodeid, text) in enumerate(faulted):
+        if n >= 20 and not config.getoption("verbose"):
+            tr.write_line(f"({len(faulted) - n} more hidden; use -v)")
+            break
+        tr.write_line(f"{nodeid}: {text}", red=True)
+
+
+# -- pytest-xdist: each worker sends what it checked; the controller alone reports ------------
+
+_WORKER_KEY = "ldssan"
+
+
+def _send_to_controller(config) -> None:
+    """A worker's results as JSON text in `config.workeroutput` (xdist hands it to the
+    controller's `pytest_testnodedown`)."""
+    from .decode import Report, merge_reports
+    from .report import to_json
+
+    stash = config.stash
+    config.workeroutput[_WORKER_KEY] = json.dumps({
+        "builds": [[kernel, [list(s) for s in sites], n] for (kernel, sites), n in _builds(
+            r for _n, r in stash[_RESULTS]).items()],
+        "launches": len(stash[_RESULTS]),
+        "report": to_json(merge_reports(*(r.report for _n, r in stash[_RESULTS]))),
+        "failed": {nodeid: to_json(rep) for nodeid, rep in stash[_FAILED].items()},
+        "per_test": stash[_PER_TEST],
+        "notes": stash[_NOTES],
+        "faulted": stash[_FAULTED],
+        "lint": [[list(key), to_json(Report(violations=(v,))), nodeid] for key, (v, nodeid) in stash[_LINT].items()],
+    })
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: the plugin works without xdist
+def pytest_testnodedown(node, error):
+    config = node.config
+    if not config.stash.get(_ON, False):
+        return
+    sent = getattr(node, "workeroutput", {}).get(_WORKER_KEY)
+    if sent is None:  # the worker died before its session finished: its checks are lost
+        config.stash[_NOTES].append(("error", f"ldssan: pytest-xdist worker {node.gateway.id} went down "
+                                              f"({error or 'no results sent'}): its launches' results are lost"))
+        return
+    _merge_worker(config, json.loads(sent))
+
+
+def _merge_worker(config, data: dict) -> None:
+    from .report import from_json
+
+    stash = config.stash
+    remote = stash[_REMOTE]
+    for kernel, sites, n in data["builds"]:
+        remote["builds"][kernel, tuple(tuple(s) for s in sites)] = n
+    remote["launches"] += data["launches"]
+    remote["reports"].append(from_json(data["report"]))
+    stash[_FAILED].update({nodeid: from_json(rep) for nodeid, rep in data["failed"].items()})
+    stash[_PER_TEST].update(data["per_test"])
+    stash[_NOTES].extend(tuple(n) for n in data["notes"])
+    stash[_FAULTED].extend(tuple(f) for f in data["faulted"])
+    for key, rep, nodeid in data["lint"]:
+        stash[_LINT].setdefault(tuple(key), (from_json(rep).violations[0], nodeid))

@@ -9,7 +9,8 @@ JSON schema (`to_json`, "ldssan.report/1"; stable, additions only; the JSON Sche
     {"schema": "ldssan.report/1",
      "tool": {"name": "ldssan", "version": str},
      "summary": {"violations": int, "records": int, "dropped": int,
-                 "capacity": int | null, "clean": bool},
+                 "capacity": int | null, "clean": bool},   # clean: no violation, nothing
+                                                          # dropped, no error notification
      "kernels": [{"name": str, "build": str, "launches": int, "sites": int}],
      "rules": {"LDS001": {"name", "title", "explanation", "fix"}},   # rules that fired
      "violations": [{
@@ -121,17 +122,25 @@ def to_json(report: Report, *, notes: Iterable[tuple[str, str]] = ()) -> dict[st
         i = v.info
         fired.setdefault(i.code, {"name": i.name, "title": i.title,
                                   "explanation": i.explanation, "fix": i.fix})
+    notes = notifications(report, notes)
     return {
         "schema": JSON_SCHEMA,
         "tool": {"name": "ldssan", "version": _version()},
         "summary": {"violations": len(report.violations), "records": report.records,
                     "dropped": report.dropped, "capacity": report.capacity,
-                    "clean": report.clean},
+                    "clean": report.clean and not _failed_run(notes)},
         "kernels": [_kernel_json(k) for k in report.kernels],
         "rules": dict(sorted(fired.items())),
         "violations": [_violation_json(v) for v in report.violations],
-        "notifications": notifications(report, notes),
+        "notifications": notes,
     }
+
+
+def _failed_run(notes: list[dict[str, str]]) -> bool:
+    """An error notification (a launch that faulted, an ldssan internal error, a lost
+    pytest-xdist worker) means something was not checked: the run is not clean (SARIF:
+    executionSuccessful false)."""
+    return any(n["level"] == "error" for n in notes)
 
 
 def _kernel_json(k: KernelInfo) -> dict[str, Any]:
@@ -337,8 +346,9 @@ def notifications(report: Report, notes: Iterable[tuple[str, str]] = ()) -> list
     if line is not None:
         out.append({"level": "error", "text": line.plain})
     if not report.kernels:
-        out.append({"level": "warning",
-                    "text": "ldssan: NOTHING WAS CHECKED: no FlyDSL kernel was launched"})
+        # with error notes (launches that faulted, a lost worker) a launch may have run, unchecked
+        why = "no FlyDSL launch was checked to its end" if _failed_run(out) else "no FlyDSL kernel was launched"
+        out.append({"level": "warning", "text": f"ldssan: NOTHING WAS CHECKED: {why}"})
     return out
 
 
@@ -359,7 +369,7 @@ def to_sarif(report: Report, *, notes: Iterable[tuple[str, str]] = (),
             infos.append(v.info)
     notes = notifications(report, notes)
     invocation: dict[str, Any] = {
-        "executionSuccessful": not any(n["level"] == "error" for n in notes)}
+        "executionSuccessful": not _failed_run(notes)}
     if notes:
         invocation["toolExecutionNotifications"] = [
             {"level": n["level"], "message": {"text": n["text"]}} for n in notes]

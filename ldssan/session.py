@@ -1,5 +1,7 @@
 """The user-facing end of one sanitized host call: the runtime's records and site table
-decoded into a `Report`, handed to the active collector."""
+decoded into a `Report`, handed to the active collector; or, for a call that raised, the
+`LaunchFault` the collector keeps (so a caught fault still reaches the report) and the error
+to raise: a fault of ldssan's own code is an `LdssanInternalError` naming the launch."""
 
 from __future__ import annotations
 
@@ -13,6 +15,72 @@ from ldssan.runtime.session import SessionOutcome
 
 from . import config, rules
 from .decode import LINT_RULES, Report, SiteTable, SiteTableError, Violation, decode_ring
+
+
+# Where ldssan's own checking code runs during a launch (the engine, the hook adapters and
+# the emitter of the hook calls, the batch split, the session, the device runtime's host side,
+# the decoder): a Python built-in exception raised there is a bug in ldssan, not a fault of
+# the kernel. (NotImplementedError stays the emulator's named UnsupportedOp.)
+ENGINE_MODULES = ("ldssan.runtime.shadow", "ldssan.runtime.emu.hooks", "ldssan.runtime.emu.ops.sanitizer",
+                  "ldssan.runtime.emu.split", "ldssan.runtime.session", "ldssan.runtime.records",
+                  "ldssan.runtime.device", "ldssan.session", "ldssan.decode", "ldssan.sitetable")
+
+
+class LdssanInternalError(RuntimeError):
+    """A fault inside ldssan itself during a launch (its engine, hooks or decoder), not in the
+    kernel: the launch was not checked. Its `__cause__` is the original exception."""
+
+
+@dataclass(frozen=True)
+class LaunchFault:
+    """A sanitized launch that raised instead of finishing: a kernel fault the emulator
+    names (out-of-bounds access, deadlock, timeout, ...) or an ldssan internal error."""
+
+    kernel: str
+    launch: int | None
+    error: str  # "ErrorType: message", its first line
+    internal: bool
+
+    @property
+    def text(self) -> str:
+        if self.internal:
+            return f"ldssan internal error in launch {self.launch} of kernel {self.kernel}: {self.error}"
+        return f"launch {self.launch} of kernel {self.kernel} faulted (not checked to its end): {self.error}"
+
+
+def _raised_in_engine(exc: BaseException) -> BaseException | None:
+    """The Python built-in exception behind `exc` (its cause chain) that was raised inside
+    ldssan's checking code (`ENGINE_MODULES`), or None."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if not type(exc).__module__.startswith("ldssan.") and not isinstance(exc, NotImplementedError):
+            tb = exc.__traceback__
+            while tb is not None:
+                if tb.tb_frame.f_globals.get("__name__", "").startswith(ENGINE_MODULES):
+                    return exc
+                tb = tb.tb_next
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def launch_fault(exc: Exception, entry: str, sanitizer) -> tuple[LaunchFault, Exception]:
+    """The record of a sanitized host call `entry` that raised `exc`, and the error to raise:
+    `exc` itself, or an `LdssanInternalError` (cause: the original) for a fault of ldssan."""
+    kernel = ", ".join(getattr(sanitizer, "kernels", ()) or ()) or entry
+    launch = getattr(sanitizer, "launch", None)
+    inner = _raised_in_engine(exc)
+    if inner is None:
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        return LaunchFault(kernel, launch, f"{type(exc).__name__}: {first}", internal=False), exc
+    err = LdssanInternalError(
+        f"ldssan internal error in launch {launch} of kernel {kernel}: {type(inner).__name__}: {inner} "
+        "(a fault in ldssan itself, not in the kernel: the launch was not checked; please report it "
+        "with this traceback)")
+    err.__cause__ = inner
+    for note in getattr(exc, "__notes__", ()):  # where in the kernel it happened
+        err.add_note(note)
+    return LaunchFault(kernel, launch, f"{type(inner).__name__}: {inner}", internal=True), err
 
 
 @dataclass

@@ -8,24 +8,31 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import replace
 
+from .. import arguments
 from .errors import EmulationError, UnsupportedOp
-from .frontend import EmuConfig, active
+from .frontend import EmuConfig, active, current
 from .launch import AUTO, EmuLaunchError, batch_option
 from .limits import Limits
 from .memory import EmuMemoryError
+from .threads import UncoveredThreadLaunch
 from .sched import ALL_POLICIES, BarrierDivergenceError, BatchDivergence, DeadlockError, Policy, SpinTimeout
 from .wave import EmulationTimeout, StepBudgetExceeded
 
 __all__ = [
-    "ALL_POLICIES", "BarrierDivergenceError", "BatchDivergence", "DeadlockError", "EmulationError",
-    "EmulationTimeout", "EmuLaunchError",
+    "ALL_POLICIES", "BarrierDivergenceError", "BatchDivergence", "DeadlockError", "EmulateRefused",
+    "EmulationError", "EmulationTimeout", "EmuLaunchError", "UncoveredThreadLaunch",
     "SpinTimeout", "EmuConfig", "EmuMemoryError", "Policy",
     "StepBudgetExceeded", "UnsupportedOp", "emulate",
 ]
 
 
-@contextmanager
+class EmulateRefused(RuntimeError):
+    """`emulate()` inside a sanitizer that cannot run its launches as asked (the device
+    runtime on a real gfx1250; lockstep under the device runtime): refused, never unchecked."""
+
+
 def emulate(policy: "Policy | str" = "round-robin", *, batch: "int | str" = "auto", resident: int = 1,
             time_limit: "float | str | None" = None, step_budget: "int | str | None" = None):
     """Launches of FlyDSL kernels inside the block run on the virtual gfx1250.
@@ -34,15 +41,43 @@ def emulate(policy: "Policy | str" = "round-robin", *, batch: "int | str" = "aut
     lane budget under the lockstep policy, one at a time under per-wave policies. `resident`
     workgroups run at once, interleaved by the scheduler (persistent kernels that wait on
     each other). `time_limit` (CPU seconds per launch) and `step_budget` (loop iterations
-    per scheduler run): None or "auto" scale with the launch (`limits.py`)."""
-    if isinstance(policy, str):
-        policy = Policy.parse(policy)
-    batch = batch_option(batch)
-    if resident < 1:
-        raise ValueError(f"resident must be >= 1, got {resident}")
-    if batch > 1 and resident > 1:
-        raise ValueError("batch and resident are exclusive: batched workgroups run in lockstep")
+    per scheduler run): None or "auto" scale with the launch (`limits.py`).
+
+    Under an active sanitizer (`ldssan.enable()`, FLYDSL_LDSSAN=1, or an enclosing
+    `ldssan.sanitize()` block) the launches run with this policy AND are checked, their
+    results going to that sanitizer's collector. The block covers the calling thread only
+    (a launch from another thread while it is open is an `UncoveredThreadLaunch`).
+    Arguments are checked here: a bad one is an `arguments.ConfigError` naming it."""
+    policy = arguments.policy("emulate", policy, Policy)
+    batch = batch_option(arguments.batch("emulate", batch))
+    resident = arguments.integer("emulate", "resident", resident, 1)
+    arguments.batch_and_resident("emulate", batch, resident)
     limits = Limits(time_limit, step_budget)  # a bad value fails here, before any launch
-    with active(EmuConfig(policy=policy, batch=batch, resident=resident, time_limit=limits.time_limit,
-                          step_budget=limits.step_budget)) as cfg:
+    return _emulated(policy, batch, resident, limits)
+
+
+@contextmanager
+def _emulated(policy: Policy, batch: int, resident: int, limits: Limits):
+    with active(_config_under(current(), policy, batch, resident, limits)) as cfg:
         yield cfg
+
+
+def _config_under(outer: "EmuConfig | None", policy: Policy, batch: int, resident: int,
+                  limits: Limits) -> EmuConfig:
+    """emulate()'s config: plain, or the active sanitizer's with this schedule."""
+    if outer is None or not outer.sanitize:
+        return EmuConfig(policy=policy, batch=batch, resident=resident, time_limit=limits.time_limit,
+                         step_budget=limits.step_budget)
+    if "target=hw" in outer.pass_options:
+        raise EmulateRefused("ldssan: emulate() inside a sanitizer that runs on a real gfx1250 "
+                             "(FLYDSL_LDSSAN_DEVICE=hardware): its launches cannot run on the virtual "
+                             "gfx1250 and be checked there; leave emulate() out, or sanitize with "
+                             "FLYDSL_LDSSAN_DEVICE=off")
+    if "device=" in outer.pass_options and policy.lockstep:
+        raise EmulateRefused("ldssan: emulate('lockstep') inside a device-runtime sanitizer "
+                             "(FLYDSL_LDSSAN_DEVICE=emulated): the device runtime runs waves one at "
+                             "a time; pass a per-wave policy (canonical, round-robin, random(SEED), ...)")
+    # a fresh launch list: the outer config's records are its own; limits given here win
+    return replace(outer, policy=policy, batch=batch, resident=resident, launches=[],
+                   time_limit=outer.time_limit if limits.time_limit is None else limits.time_limit,
+                   step_budget=outer.step_budget if limits.step_budget is None else limits.step_budget)

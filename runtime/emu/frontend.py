@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from ldssan.passes import locations
 from ldssan.passes.ir.irview import view_module
+from . import threads
 from .launch import AUTO, Launcher, bind_pointers, host_arguments
 from .memory import GlobalMemory
 from .sched import Policy
@@ -49,6 +50,9 @@ class EmuConfig:
     launches: list = field(default_factory=list)  # LaunchRecord of every launch, in order
     # factory(sites_json, entry, view) -> ldssan.runtime.session.ShadowSession, or None
     sanitizer_factory: object = None
+    # on_fault(exc, entry, sanitizer) -> the exception to raise for a launch that raised `exc`
+    # (the sanitizer records it: a caught fault still reaches the report), or None
+    on_fault: object = None
 
 
 _state = threading.local()
@@ -60,7 +64,9 @@ _global_config: EmuConfig | None = None
 
 
 def current() -> EmuConfig | None:
-    """The config of the innermost `active()` block, else the process-wide one (or None)."""
+    """The config of the innermost `active()` block of this thread, else the process-wide
+    one (or None). A block covers the thread that opened it only (`threads`); `set_global`
+    covers every thread."""
     return getattr(_state, "config", None) or _global_config
 
 
@@ -316,6 +322,8 @@ def _cached_launch(orig):
 
     def compile_or_execute(self, args, kwargs, *, execute, return_compiled=False):
         cfg = current()
+        if cfg is None and execute and threads.open_blocks:
+            threads.check_covered()
         if cfg is None or not execute or return_compiled or _compile_only():
             return orig(self, args, kwargs, execute=execute, return_compiled=return_compiled)
         key, bound = _specialization(self, args, kwargs, cfg)
@@ -461,10 +469,18 @@ class EmuCallState:
             sanitizer = cfg.sanitizer_factory(view.attrs["ldssan.sites"], entry, view)
         launcher = Launcher(view, gmem, policy=cfg.policy, batch=cfg.batch, time_limit=cfg.time_limit,
                             step_budget=cfg.step_budget, ir_key=key, sanitizer=sanitizer, resident=cfg.resident)
-        launcher.run_host(entry, values)
-        cfg.launches.extend(launcher.records)
-        if sanitizer is not None:
-            sanitizer.finish()
+        try:
+            launcher.run_host(entry, values)
+            cfg.launches.extend(launcher.records)
+            if sanitizer is not None:
+                sanitizer.finish()
+        except Exception as exc:
+            if cfg.on_fault is None:
+                raise
+            err = cfg.on_fault(exc, entry, sanitizer)  # recorded even if the caller catches it
+            if err is exc:
+                raise
+            raise err  # its __cause__ (set by on_fault) is the original error
         return None
 
 
@@ -543,7 +559,9 @@ def active(config: EmuConfig | None = None):
     cfg = config or EmuConfig()
     prev = getattr(_state, "config", None)
     _state.config = cfg
+    threads.enter_block()
     try:
         yield cfg
     finally:
+        threads.leave_block()
         _state.config = prev

@@ -216,6 +216,45 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
      "`argument 'Out'.torch_tensor is on meta` (before: `argument argument …`); `2 launches` (before: `2 launchs`)",
      ("tests/faults/test_cli.py::test_a_tensor_on_another_device_is_named_once",
       "tests/faults/test_cli.py::test_counts_of_launches_are_plural_english")),
+    ("`pytest -n N` (pytest-xdist) runs the tests under ldssan",
+     "each worker sends its results to the controller, which prints one summary (violations, per-test counts, "
+     "faulted launches, lint warnings) and writes one JSON/SARIF report with every worker's launches; "
+     "`--ldssan-require-launch` counts the workers' launches; a worker that dies is an error notification",
+     ("tests/sanitizer/test_plugin.py::test_xdist_controller_reports_every_workers_launches",
+      "tests/sanitizer/test_plugin.py::test_xdist_worker_that_dies_makes_the_report_not_clean")),
+    ("a kernel is launched inside `ldssan.emulate(policy)` while a sanitizer is active (`FLYDSL_LDSSAN=1`, "
+     "`enable()`, an enclosing `sanitize()`)",
+     "the launch runs with that policy and is checked, its results go to the active sanitizer's collector; "
+     "a combination that cannot be honoured (`FLYDSL_LDSSAN_DEVICE=hardware`; lockstep under the device "
+     "runtime) is an `EmulateRefused` naming it",
+     ("tests/sanitizer/test_contexts.py::test_emulate_inside_sanitize_is_checked_with_its_policy",
+      "tests/sanitizer/test_contexts.py::test_emulate_under_enable_is_checked",
+      "tests/sanitizer/test_contexts.py::test_emulate_that_cannot_be_honoured_is_refused",
+      "tests/sanitizer/test_plugin.py::test_emulate_blocks_faults_and_internal_errors_never_pass_as_clean")),
+    ("a kernel is launched from a thread other than the one that opened `sanitize()` / `emulate()`",
+     "`UncoveredThreadLaunch` naming both threads (a block covers its own thread; `enable()` and "
+     "`FLYDSL_LDSSAN=1` cover every thread, and such launches are checked)",
+     ("tests/sanitizer/test_contexts.py::test_a_launch_from_a_thread_the_block_does_not_cover_is_refused",
+      "tests/sanitizer/test_contexts.py::test_enable_covers_launches_from_other_threads")),
+    ("a sanitized launch faults (out-of-bounds access, runaway loop, deadlock, timeout) and the test catches "
+     "the error",
+     "the launch is kept in the collector's `faults`; under pytest it is an error notification naming the "
+     "test, launch and kernel (SARIF: executionSuccessful false), a summary line, the test's `faulted` count, "
+     "and the JSON report is not `clean`",
+     ("tests/sanitizer/test_contexts.py::test_a_caught_kernel_fault_is_kept_by_the_collector",
+      "tests/sanitizer/test_contexts.py::test_a_caught_runaway_loop_is_kept_by_the_collector",
+      "tests/sanitizer/test_plugin.py::test_emulate_blocks_faults_and_internal_errors_never_pass_as_clean")),
+    ("ldssan's own code (engine, hooks, decoder) raises a Python exception during a launch",
+     "`LdssanInternalError` naming the launch and kernel (the original is its `__cause__`, with its "
+     "traceback); an error notification; under pytest the test fails even if it caught the error",
+     ("tests/sanitizer/test_contexts.py::test_an_engine_fault_is_an_internal_error_naming_the_launch",
+      "tests/sanitizer/test_contexts.py::test_a_kernel_error_is_not_an_internal_error",
+      "tests/sanitizer/test_plugin.py::test_emulate_blocks_faults_and_internal_errors_never_pass_as_clean")),
+    ("`sanitize()`, `enable()` or `emulate()` gets a bad argument: `policy=None`, `ring='8'`, `ring=0`, "
+     "`resident=0`, `batch=0`, an unknown device, batch and resident both above 1",
+     "a `ConfigError` (`ArgumentTypeError` / `ArgumentValueError`, also a TypeError / ValueError) at the "
+     "call, naming the function, argument, value and what it accepts",
+     ("tests/sanitizer/test_contexts.py::test_a_bad_argument_is_a_named_error_at_the_call",)),
 ]
 
 

@@ -106,8 +106,8 @@ _hardware: list = []  # the HardwareLaunches installed by enable() (FLYDSL_LDSSA
 
 def _make_config(policy, ring: int, batch: int, resident: int = 1, engine: str = "python", limits=None):
     """The EmuConfig of a sanitized run; under `hardware` also the installed HardwareLaunches
-    (its caller uninstalls it), else None. `limits`: (time limit, step budget) as given, None
-    for an unset one (then the FLYDSL_LDSSAN_* option)."""
+    (its caller uninstalls it), else None. `limits`: the run's `Limits` (None: the
+    FLYDSL_LDSSAN_* options)."""
     # FlyDSL keeps 5 user frames per location by default: too few to reach the kernel line
     # that called a helper from inside a loop body. Reports want the whole chain.
     os.environ.setdefault("FLYDSL_DEBUG_MAX_LOC_DEPTH", "16")
@@ -145,7 +145,7 @@ def _make_config(policy, ring: int, batch: int, resident: int = 1, engine: str =
         launches.install()
         launches.config.on_fault = on_fault
         return launches.config, launches
-    lim = _limits(*(limits or (None, None)))
+    lim = limits if limits is not None else _limits(None, None)
     cfg = EmuConfig(policy=policy, batch=1 if callable(batch) else batch_option(batch), resident=resident,
                     sanitize=True, time_limit=lim.time_limit, step_budget=lim.step_budget,
                     pass_options=f"ring={ring}", on_fault=on_fault)
@@ -186,7 +186,7 @@ def enable(*, policy: "Policy | str | None" = None, ring: int | None = None, bat
         _hardware.pop().uninstall()
     cfg, launches = _make_config(policy or config.get("policy"), ring or config.get("ring"),
                                  config.get("batch") if batch is None else batch, engine=checker,
-                                 limits=(time_limit, step_budget))
+                                 limits=_limits(time_limit, step_budget))
     if launches is not None:
         _hardware.append(launches)
     frontend.set_global(cfg)
@@ -270,7 +270,7 @@ def _sanitized(policy: Policy, ring: int, batch, resident: int, device: str, lim
     cfg = launches = None
     try:
         cfg, launches = _make_config(policy, ring, batch, resident, engine=engine_for(device),
-                                     limits=(limits.time_limit, limits.step_budget))
+                                     limits=limits)
         with frontend.active(cfg):
             yield col
     except Exception as exc:

@@ -5,7 +5,7 @@
         my_flydsl_launch(x_cpu, out_cpu)
     assert not results.violations
 
-    with ldssan.emulate("random(7)"):              # the virtual gfx1250 alone, no checking
+    with ldssan.emulate("random(7)"):              # the virtual gfx1250 (checked only under a sanitizer)
         my_flydsl_launch(x_cpu, out_cpu)
 
 The names are loaded on first use: importing them pulls in FlyDSL, MLIR and torch (seconds),

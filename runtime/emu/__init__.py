@@ -43,6 +43,9 @@ def emulate(policy: "Policy | str" = "round-robin", *, batch: "int | str" = "aut
     if batch > 1 and resident > 1:
         raise ValueError("batch and resident are exclusive: batched workgroups run in lockstep")
     limits = Limits(time_limit, step_budget)  # a bad value fails here, before any launch
+    from ldssan.passes import locations
+
+    locations.install()  # refusals and faults name the raw builders' own lines, not `def`
     with active(EmuConfig(policy=policy, batch=batch, resident=resident, time_limit=limits.time_limit,
                           step_budget=limits.step_budget)) as cfg:
         yield cfg

@@ -157,6 +157,14 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
       "tests/emu/test_faults_limits.py::test_a_correct_launch_larger_than_the_base_is_not_cut_off_by_the_default",
       "tests/emu/test_faults_limits.py::test_a_bad_limit_is_refused_before_any_launch",
       "tests/emu/test_faults_limits.py::test_a_bad_limit_option_is_a_usage_error")),
+    ("a kernel builds an op with a raw MLIR builder (`fx.arith.ceildivui`, `llvm.call_intrinsic`, the legacy "
+     "SmemAllocator's `memref.get_global`) that ldssan refuses or reports",
+     "the refusal or report names the op's own Python line (before: the kernel's `def` line); "
+     "`arith.ceildivui`, `subui_extended`, `flush_denormals` and `convertf` run (a signed ceildiv at INT_MIN "
+     "no longer overflows), `memref.get_global` and the scaled float casts are refused with the reason",
+     ("tests/emu/test_op_lines.py::test_a_refusal_names_the_ops_own_line_not_the_def_line",
+      "tests/emu/test_op_lines.py::test_the_raw_builders_op_carries_its_line_into_the_ir",
+      "tests/emu/conformance/test_arith_ops.py::test_integer_op_matches_its_definition")),
 ]
 
 

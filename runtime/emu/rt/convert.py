@@ -60,6 +60,16 @@ def fconv(x, dtype):
     return x.astype(dtype)
 
 
+def flush_denormals(x):
+    """arith.flush_denormals: a subnormal becomes a zero of its sign; everything else is kept."""
+    import ml_dtypes
+
+    x = np.asarray(x)
+    tiny = ml_dtypes.finfo(x.dtype).smallest_normal
+    sub = (x != 0) & (np.abs(x) < tiny)
+    return np.where(sub, np.copysign(np.zeros_like(x), x), x).astype(x.dtype)
+
+
 def bitcast_lanes(x, dtype, vec: int | None):
     """bitcast of a per-lane value: scalar (L,) or vector (L, n)."""
     a = np.ascontiguousarray(x)

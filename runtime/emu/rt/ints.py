@@ -47,8 +47,19 @@ def floordivsi(a, b):
 
 
 def ceildivsi(a, b):
+    # floor, then one up when inexact: negating a first would overflow at INT_MIN
     a, b = np.asarray(a), np.asarray(b)
-    return (-((-a) // np.where(b == 0, 1, b))).astype(a.dtype)
+    safe = np.where(b == 0, 1, b).astype(a.dtype)
+    q = a // safe
+    return (q + (a - q * safe != 0)).astype(a.dtype)
+
+
+def ceildivui(a, b):
+    # unsigned quotient rounded up; a zero divisor is replaced by 1 like divui (LLVM: undefined)
+    ua, ub = as_unsigned(a), as_unsigned(b)
+    safe = np.where(ub == 0, 1, ub)
+    q = ua // safe + (ua % safe != 0)
+    return _like(q.astype(ua.dtype), a)
 
 
 def shli(a, b):

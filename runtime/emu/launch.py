@@ -552,6 +552,10 @@ def supported_text(width: int = 96) -> str:
     lines = ["virtual gfx1250 (ldssan.runtime.emu) runs:", LAUNCH_FORMS, f"ops ({len(names)}):"]
     for dialect, ops in by_dialect.items():
         lines += textwrap.wrap(", ".join(ops), width, initial_indent=f"  {dialect}: ", subsequent_indent="    ")
+    from .ops.intrinsics import INTRINSICS
+
+    lines += textwrap.wrap(", ".join(sorted(INTRINSICS)), width, initial_indent="  llvm.call_intrinsic of: ",
+                           subsequent_indent="    ")
     lines += textwrap.wrap(", ".join(REFUSED_OPS), width, initial_indent="refused, with the reason: ",
                            subsequent_indent="  ")
     return "\n".join(lines)

@@ -95,3 +95,39 @@ def test_the_raw_builders_op_carries_its_line_into_the_ir(monkeypatch):
     with emulate():
         _ceildiv_kernel()(torch.zeros(THREADS, dtype=torch.int32))
     assert seen and all(f":{_line(_ceildiv_kernel, '<ceildivui>')}:" in loc for loc in seen), seen
+
+
+def _intrinsic_kernel(name: str):
+    from flydsl._mlir.dialects import llvm as raw_llvm
+
+    @flyc.kernel
+    def intrinsic_kernel(Out: fx.Tensor):
+        tid = fx.thread_idx.x
+        fx.rocdl.disable_xdl_arb_stall()
+        i32 = ir.IntegerType.get_signless(32)
+        v = raw_llvm.call_intrinsic(i32, name, [fx.Int32(tid).ir_value(), fx.Int32(0x0A0B0C0D).ir_value(),  # <intr>
+                                                fx.Int32(0x0C0C0004).ir_value()], [], [])
+        Out[tid] = fx.Int32(v)
+
+    @flyc.jit
+    def launch(Out: fx.Tensor, stream: fx.Stream = fx.Stream(None)):
+        intrinsic_kernel(Out).launch(grid=(1, 1, 1), block=(THREADS, 1, 1), stream=stream)
+
+    return launch
+
+
+def test_flydsl_perm_and_the_arbitration_stall_write_run_exact():
+    out = torch.zeros(THREADS, dtype=torch.int32)
+    with emulate():
+        _intrinsic_kernel("llvm.amdgcn.perm")(out)
+    # selector 0x0c0c0004: byte 0 = byte 4 (S0's low byte: tid), byte 1 = byte 0 (S1's: 0x0d), then 0, 0
+    np.testing.assert_array_equal(out.numpy(), (np.arange(THREADS) & 0xFF) | 0x0D00)
+
+
+def test_an_unknown_intrinsic_is_refused_at_its_own_line():
+    out = torch.zeros(THREADS, dtype=torch.int32)
+    with pytest.raises(UnsupportedOp) as info, emulate():
+        _intrinsic_kernel("llvm.amdgcn.not.modelled")(out)
+    path = inspect.getsourcefile(_intrinsic_kernel)
+    assert "'llvm.amdgcn.not.modelled'" in str(info.value)
+    assert f"{path}:{_line(_intrinsic_kernel, '<intr>')}:" in str(info.value), str(info.value)

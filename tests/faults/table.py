@@ -165,6 +165,16 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
      ("tests/emu/test_op_lines.py::test_a_refusal_names_the_ops_own_line_not_the_def_line",
       "tests/emu/test_op_lines.py::test_the_raw_builders_op_carries_its_line_into_the_ir",
       "tests/emu/conformance/test_arith_ops.py::test_integer_op_matches_its_definition")),
+    ("a kernel calls an LLVM intrinsic through `llvm.call_intrinsic` (`rocdl.perm_b32`, "
+     "`rocdl.disable_xdl_arb_stall`, `llvm.amdgcn.rcp.f32`, ...)",
+     "dispatched on the intrinsic's name: `perm` (byte select with the ISA's special selectors), "
+     "`rcp`/`rsq`/`sqrt`/`exp2`/`log` (IEEE f32 operations), scheduling hints and the WMMA arbitration-stall "
+     "`s.setreg` as no-ops; any other intrinsic or hardware-register write is `UnsupportedOp` naming it and "
+     "its line (before: `no implementation for 'llvm.call_intrinsic'`, without the intrinsic)",
+     ("tests/emu/conformance/test_intrinsics.py::test_perm_every_selector_value_matches_the_isa_definition",
+      "tests/emu/conformance/test_intrinsics.py::test_an_unknown_intrinsic_is_refused_naming_it_and_its_line",
+      "tests/emu/conformance/test_intrinsics.py::test_a_mode_register_write_is_refused_naming_the_register",
+      "tests/emu/test_op_lines.py::test_an_unknown_intrinsic_is_refused_at_its_own_line")),
 ]
 
 

@@ -70,6 +70,19 @@ def flush_denormals(x):
     return np.where(sub, np.copysign(np.zeros_like(x), x), x).astype(x.dtype)
 
 
+_APPROX = {
+    "rcp": lambda x: np.float32(1) / x, "rsq": lambda x: np.float32(1) / np.sqrt(x), "sqrt": np.sqrt,
+    "exp2": np.exp2, "log": np.log2,
+}
+
+
+def amdgcn_approx(kind: str, x, dtype):
+    """V_RCP/RSQ/SQRT/EXP/LOG (log and exp are base 2) as correctly rounded f32 IEEE operations,
+    rounded to `dtype`: the hardware's approximations differ by their documented error."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+        return _APPROX[kind](np.asarray(x, dtype=np.float32)).astype(dtype)
+
+
 def bitcast_lanes(x, dtype, vec: int | None):
     """bitcast of a per-lane value: scalar (L,) or vector (L, n)."""
     a = np.ascontiguousarray(x)

@@ -34,17 +34,19 @@ A, B = _pairs()
 U32 = 1 << 32
 
 
-def _run(op_lines: str, a, b, *, in_type="i32", out_type="i32", out_dtype=np.int32):
-    body = f"""
-      %pa = llvm.getelementptr %a[%t] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, {in_type}
-      %pb = llvm.getelementptr %b[%t] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, {in_type}
-      %x = llvm.load %pa : !llvm.ptr<1> -> {in_type}
-      %y = llvm.load %pb : !llvm.ptr<1> -> {in_type}{op_lines}
+def _run(op_lines: str, *inputs, in_type="i32", out_type="i32", out_dtype=np.int32):
+    """Run `op_lines` (reading %x, %y, %z: lane t's element of each input, of `in_type`) in 64
+    lanes; return the 64 values of %r."""
+    names = ("x", "y", "z")[:len(inputs)]
+    loads = "".join(f"""
+      %p{n} = llvm.getelementptr %{n}in[%t] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, {in_type}
+      %{n} = llvm.load %p{n} : !llvm.ptr<1> -> {in_type}""" for n in names)
+    body = loads + op_lines + f"""
       %p = llvm.getelementptr %out[%t] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, {out_type}
       llvm.store %r, %p : {out_type}, !llvm.ptr<1>"""
+    params = "%out: !llvm.ptr<1>" + "".join(f", %{n}in: !llvm.ptr<1>" for n in names)
     out = np.zeros(N, dtype=out_dtype)
-    view = parse_module(module(body, "%out: !llvm.ptr<1>, %a: !llvm.ptr<1>, %b: !llvm.ptr<1>"))
-    run_kernel(view, "kern", grid=(1, 1, 1), block=(N, 1, 1), args=[out, a, b])
+    run_kernel(parse_module(module(body, params)), "kern", grid=(1, 1, 1), block=(N, 1, 1), args=[out, *inputs])
     return out
 
 
@@ -117,7 +119,7 @@ def test_flush_denormals_zeroes_subnormals_keeping_their_sign():
     tiny = np.finfo(np.float32).tiny
     vals = np.array([tiny, -tiny, tiny / 2, -tiny / 2, tiny / 1024, -tiny / 1024, 0.0, -0.0, 1.5, -2.5,
                      np.inf, -np.inf, np.nan, 1e-38, -1e-39, 3e-45] * 4, dtype=np.float32)
-    got = _run("\n      %r = arith.flush_denormals %x : f32", vals, vals, in_type="f32", out_type="f32",
+    got = _run("\n      %r = arith.flush_denormals %x : f32", vals, in_type="f32", out_type="f32",
                out_dtype=np.float32)
     sub = (vals != 0) & (np.abs(vals) < tiny)
     want = np.where(sub, np.copysign(np.float32(0), vals), vals)
@@ -128,7 +130,7 @@ def test_convertf_f16_to_bf16_rounds_to_nearest_even():
     rng = np.random.default_rng(7)
     h = np.concatenate([np.array([1.0, -1.0, 65504.0, 6.1e-5, 1.0009765625, 3.140625, np.inf, -0.0]),
                         rng.standard_normal(N - 8) * 100]).astype(np.float16)
-    got = _run("\n      %r = arith.convertf %x : f16 to bf16", h, h, in_type="f16", out_type="bf16",
+    got = _run("\n      %r = arith.convertf %x : f16 to bf16", h, in_type="f16", out_type="bf16",
                out_dtype=ml_dtypes.bfloat16)
     want = h.astype(np.float32).astype(ml_dtypes.bfloat16)  # f16 -> f32 is exact: one rounding
     np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))

@@ -175,6 +175,14 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
       "tests/emu/conformance/test_intrinsics.py::test_an_unknown_intrinsic_is_refused_naming_it_and_its_line",
       "tests/emu/conformance/test_intrinsics.py::test_a_mode_register_write_is_refused_naming_the_register",
       "tests/emu/test_op_lines.py::test_an_unknown_intrinsic_is_refused_at_its_own_line")),
+    ("a TDM store's tile box reaches past the tensor's bounds and the out-of-bounds part of the LDS tile "
+     "(padding columns) was never written",
+     "no violation: a store is checked over the LDS bytes of its in-bounds elements only, the ones that "
+     "reach global memory (before: LDS030 uninitialized read at the store); an in-bounds element nobody "
+     "wrote is still LDS030, and unordered writes it reads are still LDS012",
+     ("tests/sanitizer/test_tdm_store_footprint.py::test_out_of_bounds_columns_never_written_are_not_an_uninitialized_read",
+      "tests/sanitizer/test_tdm_store_footprint.py::test_an_in_bounds_element_nobody_wrote_is_still_lds030",
+      "tests/sanitizer/test_tdm_store_footprint.py::test_the_store_still_races_with_the_writes_it_reads")),
 ]
 
 

@@ -183,6 +183,14 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
      ("tests/sanitizer/test_tdm_store_footprint.py::test_out_of_bounds_columns_never_written_are_not_an_uninitialized_read",
       "tests/sanitizer/test_tdm_store_footprint.py::test_an_in_bounds_element_nobody_wrote_is_still_lds030",
       "tests/sanitizer/test_tdm_store_footprint.py::test_the_store_still_races_with_the_writes_it_reads")),
+    ("a kernel reads LDS with a transpose load `rocdl.ds.load.tr16.b128` (varlen fmha)",
+     "it runs (each lane reads its 16 bytes; lane 8g+i gets element i of lanes 8g..8g+7) and is checked as "
+     "the ds read of each lane's 16 bytes (before: refused by the pass); an exec mask splitting a group of "
+     "8 lanes, and the tr4/tr6/tr8 forms (their lane distribution has no public textual definition), are "
+     "refused by name",
+     ("tests/emu/conformance/test_ds_load_tr.py::test_each_lane_gets_element_i_of_its_group",
+      "tests/emu/conformance/test_ds_load_tr.py::test_the_sanitizer_sees_its_read_of_each_lanes_16_bytes",
+      "tests/emu/conformance/test_ds_load_tr.py::test_a_group_split_by_the_exec_mask_is_refused_with_the_reason")),
 ]
 
 

@@ -24,7 +24,7 @@ from .convert import (DTYPES, amdgcn_approx, bitcast_lanes, bitcast_uniform, den
                       flush_denormals, fptosi, fptoui, fwide, trunci, uitofp)
 from .copies import AsyncCopy, TdmCopy, tdm_copy
 from .crosslane import (ballot, bpermute, collapse_uniform, dpp, mbcnt, permlane, permlane_select, readfirstlane,
-                        readfirstlane_groups, readlane_groups, shuffle, swizzle)
+                        readfirstlane_groups, readlane_groups, shuffle, swizzle, transpose8)
 from .ints import (ceildivsi, ceildivui, cmpf, cmpi, ctlz, ctpop, cttz, divsi, divui, floordivsi, perm, remsi,
                    remui, shli, shrsi, shrui, umax, umin)
 from .lanes import keep, lanes, merge, narrow, select, tuple_set
@@ -42,6 +42,6 @@ __all__ = [
     "cttz", "dense", "divsi", "divui", "erf", "extsi", "extui", "fconv", "floordivsi", "flush_denormals", "fptosi", "fptoui", "fwide",
     "global_load", "global_load_uniform", "global_store", "keep", "lanes", "lds_load", "lds_load_uniform", "lds_store", "make_rsrc",
     "mbcnt", "merge", "narrow", "perm", "readfirstlane", "readfirstlane_groups", "readlane_groups", "remsi", "remui", "select",
-    "shli", "shrsi", "shrui", "shuffle", "tdm_copy", "trunci", "tuple_set", "uitofp", "umax", "umin", "wmma",
+    "shli", "shrsi", "shrui", "shuffle", "tdm_copy", "transpose8", "trunci", "tuple_set", "uitofp", "umax", "umin", "wmma",
     "t_buffer_load", "t_buffer_store", "t_global_load", "t_global_store", "t_lds_load", "t_lds_store", "t_wave",
 ]

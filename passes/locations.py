@@ -60,8 +60,12 @@ def _raw_builder(name: str, fn) -> bool:
 _WRAPPER_SRC = """
 def make(fn, meta):
     def wrapper(*args, **kwargs):
-        # inside a traced primitive the current location already is the user's call
-        if kwargs.get("loc") is None and getattr(meta._tls, "active_loc", None) is None:
+        # only while FlyDSL traces user code (a boundary is set), and not inside a traced
+        # primitive, whose current location already is the user's call; builders called by
+        # passes (ldssan's own instrumentation) keep the location they run under
+        stack = getattr(meta._tls, "stack", None)
+        if (kwargs.get("loc") is None and stack and stack[-1][0] is not None
+                and getattr(meta._tls, "active_loc", None) is None):
             kwargs["loc"] = meta.capture_user_location()
         return fn(*args, **kwargs)
     return wrapper

@@ -131,3 +131,27 @@ def test_an_unknown_intrinsic_is_refused_at_its_own_line():
     path = inspect.getsourcefile(_intrinsic_kernel)
     assert "'llvm.amdgcn.not.modelled'" in str(info.value)
     assert f"{path}:{_line(_intrinsic_kernel, '<intr>')}:" in str(info.value), str(info.value)
+
+
+def test_builders_called_by_ldssans_own_pass_keep_the_location_they_run_under():
+    # outside a FlyDSL trace the wrappers do nothing: the hook calls the instrumentation pass
+    # builds carry the instrumented op's line, not the pass's own Python line
+    from flydsl.compiler.jit_function import _create_mlir_context
+
+    from ldssan.passes import locations
+    from ldssan.passes.instrument import Instrumenter
+
+    from .test_ops import module
+
+    locations.install()
+    text = module("""
+      %base = llvm.mlir.addressof @lds : !llvm.ptr<3>
+      %p = llvm.getelementptr %base[%t] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i32
+      llvm.store %t, %p : i32, !llvm.ptr<3> loc("k.py":5:3)""")
+    with _create_mlir_context():
+        mod = ir.Module.parse(text)
+        Instrumenter(mod.operation).run()
+        printed = mod.operation.get_asm(enable_debug_info=True)
+    hook_lines = [ln for ln in printed.splitlines() if "@__ldssan_ds" in ln and "llvm.call" in ln]
+    assert hook_lines, printed
+    assert "instrument.py" not in printed and "locations.py" not in printed

@@ -46,10 +46,15 @@ def call_intrinsic(t, op: Op) -> None:
     name = op.attr("intrin")
     emit = INTRINSICS.get(name)
     if emit is None:
-        raise UnsupportedOp(f"llvm.call_intrinsic {name!r}", op.loc,
+        raise UnsupportedOp(_named(name), op.loc,
                             "the virtual gfx1250 has no emitter for this intrinsic (`ldssan env` lists the "
                             "supported ones); please report")
     emit(t, op)
+
+
+def _named(intrinsic_name: str) -> str:
+    """The op name a refusal reports: the call and the intrinsic it calls."""
+    return f'llvm.call_intrinsic "{intrinsic_name}"'
 
 
 @intrinsic("llvm.amdgcn.perm")
@@ -77,7 +82,7 @@ for _kind in _APPROX:
            "llvm.amdgcn.s.setprio", "llvm.amdgcn.s.sleep")
 def scheduling_hint(t, op: Op) -> None:
     if op.results:  # none of these returns a value; a form that does is not the documented one
-        raise UnsupportedOp(f"llvm.call_intrinsic {op.attr('intrin')!r}", op.loc, "a result of a scheduling hint")
+        raise UnsupportedOp(_named(op.attr("intrin")), op.loc, "a result of a scheduling hint")
     t.out("pass  # scheduling hint: no value, no memory ordering")
 
 
@@ -93,7 +98,7 @@ def setreg(t, op: Op) -> None:
     if field not in TIMING_ONLY_HWREG_WRITES:
         what = "a hardware register named at run time" if field is None else \
             f"hwreg id {field[0]}, offset {field[1]}, size {field[2]}"
-        raise UnsupportedOp("llvm.call_intrinsic 'llvm.amdgcn.s.setreg'", op.loc,
+        raise UnsupportedOp(_named("llvm.amdgcn.s.setreg"), op.loc,
                             f"a write to {what}: it may change float modes or traps, which the virtual "
                             "gfx1250 does not model")
     t.out(f"pass  # s_setreg of {TIMING_ONLY_HWREG_WRITES[field]}: issue timing only")

@@ -61,6 +61,10 @@ for _suffix, _nb in ASYNC_WIDTH_BYTES.items():
     ASYNC_COPIES[f"rocdl.cluster.load.async.to.lds.{_suffix}"] = (CopyKind.TO_LDS, 1, _nb)
     ASYNC_COPIES[f"rocdl.global.store.async.from.lds.{_suffix}"] = (CopyKind.FROM_LDS, 1, _nb)
 
+# LDS transpose loads: each lane reads its own contiguous bytes like a ds_load of that width
+# (the cross-lane redistribution happens after the read), so they are ds reads.
+DS_TRANSPOSE_LOADS = {"rocdl.ds.load.tr16.b128": 16}
+
 TDM_OPS = {"rocdl.tensor.load.to.lds": CopyKind.TO_LDS, "rocdl.tensor.store.from.lds": CopyKind.FROM_LDS}
 
 WAITS = {
@@ -84,7 +88,8 @@ REFUSED = frozenset({
     "rocdl.ds.atomic.barrier.arrive.rtn.b64", "rocdl.ds.atomic.async.barrier.arrive.b64",
     "rocdl.s.barrier.signal.var", "rocdl.s.barrier.init", "rocdl.s.barrier.join",
     "rocdl.s.barrier.leave",
-    "rocdl.ds.load.tr4.b64", "rocdl.ds.load.tr8.b64", "rocdl.ds.load.tr6.b96", "rocdl.ds.load.tr16.b128",
+    # their lane redistribution is not defined in public text (ds.load.tr16.b128's is)
+    "rocdl.ds.load.tr4.b64", "rocdl.ds.load.tr8.b64", "rocdl.ds.load.tr6.b96",
     "rocdl.load.async.to.lds", "rocdl.global.load.async.lds", "rocdl.raw.ptr.buffer.load.async.lds",
 })
 
@@ -104,6 +109,10 @@ def classify(name: str, operand_types: list[str], *, value_bytes: int = 0, attrs
         return Event(_DS_KIND_NAME[kind], (HookCall("__ldssan_ds", "before",
                                                     (Operand(ptr), Const(value_bytes), Const(int(kind)))),),
                      value_bytes)
+    if name in DS_TRANSPOSE_LOADS:
+        nb = DS_TRANSPOSE_LOADS[name]
+        return Event("ds_read", (HookCall("__ldssan_ds", "before", (Operand(0), Const(nb), Const(int(DsKind.READ)))),),
+                     nb)
     if name in ASYNC_COPIES:
         kind, ptr, nb = ASYNC_COPIES[name]
         label = "dma_to_lds" if kind == CopyKind.TO_LDS else "dma_from_lds"

@@ -53,6 +53,9 @@ def emulate(policy: "Policy | str" = "round-robin", *, batch: "int | str" = "aut
     resident = arguments.integer("emulate", "resident", resident, 1)
     arguments.batch_and_resident("emulate", batch, resident)
     limits = Limits(time_limit, step_budget)  # a bad value fails here, before any launch
+    from ldssan.passes import locations
+
+    locations.install()  # refusals and faults name the raw builders' own lines, not `def`
     return _emulated(policy, batch, resident, limits)
 
 

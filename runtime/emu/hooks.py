@@ -40,8 +40,9 @@ class ShadowHooks:
         self.engine.dma(self.wave, site, ptr, nbytes, _enum(_COPY, CopyKind, kind), mask)
 
     def tdm(self, site, g0, g1, g2, g3, kind, mask):
-        offsets = lds_footprint(self.ctx, g0, g1, g2, g3)
-        self.engine.tdm(self.wave, site, offsets, _enum(_COPY, CopyKind, kind))
+        kind = _enum(_COPY, CopyKind, kind)
+        offsets = lds_footprint(self.ctx, g0, g1, g2, g3, store=kind == CopyKind.FROM_LDS)
+        self.engine.tdm(self.wave, site, offsets, kind)
 
     def wait(self, site, counter, n, mask):
         n &= 0xFFFF  # a 16-bit immediate, as the hardware reads it

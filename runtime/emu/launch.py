@@ -518,7 +518,8 @@ class HostCtx:
 
 # Ops with an emitter that refuses them with the reason (the emitter names it at translation).
 REFUSED_OPS = ("rocdl.permlane16.swap", "rocdl.permlane32.swap", "rocdl.s.get.barrier.state",
-               "rocdl.s.get.named.barrier.state")
+               "rocdl.s.get.named.barrier.state", "arith.scaling_extf", "arith.scaling_truncf",
+               "memref.get_global")
 
 LAUNCH_FORMS = """\
 launch forms: FlyDSL `@flyc.jit` host functions as their authors call them, any grid and
@@ -551,6 +552,10 @@ def supported_text(width: int = 96) -> str:
     lines = ["virtual gfx1250 (ldssan.runtime.emu) runs:", LAUNCH_FORMS, f"ops ({len(names)}):"]
     for dialect, ops in by_dialect.items():
         lines += textwrap.wrap(", ".join(ops), width, initial_indent=f"  {dialect}: ", subsequent_indent="    ")
+    from .ops.intrinsics import INTRINSICS
+
+    lines += textwrap.wrap(", ".join(sorted(INTRINSICS)), width, initial_indent="  llvm.call_intrinsic of: ",
+                           subsequent_indent="    ")
     lines += textwrap.wrap(", ".join(REFUSED_OPS), width, initial_indent="refused, with the reason: ",
                            subsequent_indent="  ")
     return "\n".join(lines)

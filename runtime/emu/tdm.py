@@ -25,7 +25,8 @@ decode once).
 A load reads the tile box from global memory; elements outside the tensor dims are
 zero-filled; in LDS the tile is dense row-major, with `pad amount` bytes skipped after
 every `pad interval` bytes (padding bytes are not written). A store moves the dense tile
-from LDS to global memory, dropping out-of-bounds elements.
+from LDS to global memory, dropping out-of-bounds elements: it reads only the in-bounds
+elements' LDS bytes (`Tdm2D.stored_bytes`), and only those are checked.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+
+_EMPTY = np.zeros(0, np.int64)
+_EMPTY.flags.writeable = False
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,17 @@ class Tdm2D:
         return _footprint(self.tile_dim0, self.tile_dim1, self.elem_bytes, self.pad_interval,
                           self.pad_amount, self.lds_addr)
 
+    def stored_bytes(self) -> np.ndarray:
+        """The LDS bytes a store reads: the tile's in-bounds elements only (the store drops
+        the others, so their LDS bytes never reach global memory)."""
+        if not self.pred:
+            return _EMPTY
+        cols, rows = min(self.tensor_dim0, self.tile_dim0), min(self.tensor_dim1, self.tile_dim1)
+        if (cols, rows) == (self.tile_dim0, self.tile_dim1):
+            return self.tile_bytes()
+        return _in_bounds_footprint(self.tile_dim0, self.tile_dim1, self.elem_bytes, self.pad_interval,
+                                    self.pad_amount, self.lds_addr, cols, rows)
+
 
 # Kernels issue the same few descriptors over and over (per stage and slot): cache the
 # index arithmetic. Results are read-only.
@@ -124,6 +139,14 @@ def _footprint(tile0, tile1, eb, pad_interval, pad_amount, lds_addr):
     return out
 
 
+@functools.lru_cache(maxsize=4096)
+def _in_bounds_footprint(tile0, tile1, eb, pad_interval, pad_amount, lds_addr, cols, rows):
+    _g, lds, inb = _grid(tile0, tile1, 0, cols, rows, eb, pad_interval, pad_amount, lds_addr)
+    out = (lds[inb][:, None] + np.arange(eb, dtype=np.int64)).reshape(-1)
+    out.flags.writeable = False
+    return out
+
+
 # The fields of a descriptor, in `Tdm2D` order.
 FIELDS = ("pred", "lds_addr", "global_addr", "elem_bytes", "pad_interval", "pad_amount", "tensor_dim0",
           "tensor_dim1", "tile_dim0", "tile_dim1", "stride1", "mcast_mask")
@@ -136,14 +159,14 @@ class TdmBatch:
     """The decoded descriptors of the workgroups of a batch: one (B,) int64 array per field
     (`FIELDS`). Read-only: batches are cached by their raw words."""
 
-    __slots__ = (*FIELDS, "B", "_rows", "_same", "_fp")
+    __slots__ = (*FIELDS, "B", "_rows", "_same", "_fp", "_sfp")
 
     def __init__(self, cols: dict):
         for name, col in cols.items():
             col.flags.writeable = False
             setattr(self, name, col)
         self.B = len(self.pred)
-        self._rows = self._same = self._fp = None
+        self._rows = self._same = self._fp = self._sfp = None
 
     def row(self, g: int) -> Tdm2D:
         if self._rows is None:
@@ -204,8 +227,11 @@ class TdmBatch:
         return self._fp
 
 
-_EMPTY = np.zeros(0, np.int64)
-_EMPTY.flags.writeable = False
+    def stored_footprints(self) -> list[np.ndarray]:
+        """`Tdm2D.stored_bytes` of each workgroup: what a store reads of LDS."""
+        if self._sfp is None:
+            self._sfp = [self.row(g).stored_bytes() for g in range(self.B)]
+        return self._sfp
 
 
 _BEYOND_2D = "ldssan-emu: TDM descriptors beyond 2-D (non-zero group 2/3) are not emulated"
@@ -312,6 +338,9 @@ def _one_row(g: np.ndarray) -> bool:
     return g.dtype.kind in "iu" and (g.ndim == 1 or g.shape[0] == 32)
 
 
-def lds_footprint(ctx, g0, g1, g2, g3) -> list[np.ndarray]:
-    """LDS byte offsets per workgroup of the batch (for the happens-before engine)."""
-    return decode_batch(ctx, g0, g1, g2, g3).footprints()
+def lds_footprint(ctx, g0, g1, g2, g3, store: bool = False) -> list[np.ndarray]:
+    """LDS byte offsets per workgroup of the batch (for the happens-before engine): a load
+    writes the whole box (out-of-bounds elements zero-filled), a store reads its in-bounds
+    elements only."""
+    batch = decode_batch(ctx, g0, g1, g2, g3)
+    return batch.stored_footprints() if store else batch.footprints()

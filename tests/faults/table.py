@@ -255,6 +255,40 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
      "a `ConfigError` (`ArgumentTypeError` / `ArgumentValueError`, also a TypeError / ValueError) at the "
      "call, naming the function, argument, value and what it accepts",
      ("tests/sanitizer/test_contexts.py::test_a_bad_argument_is_a_named_error_at_the_call",)),
+    ("a kernel builds an op with a raw MLIR builder (`fx.arith.ceildivui`, `llvm.call_intrinsic`, the legacy "
+     "SmemAllocator's `memref.get_global`) that ldssan refuses or reports",
+     "the refusal or report names the op's own Python line (before: the kernel's `def` line); "
+     "`arith.ceildivui`, `subui_extended`, `flush_denormals` and `convertf` run (a signed ceildiv at INT_MIN "
+     "no longer overflows), `memref.get_global` and the scaled float casts are refused with the reason",
+     ("tests/emu/test_op_lines.py::test_a_refusal_names_the_ops_own_line_not_the_def_line",
+      "tests/emu/test_op_lines.py::test_the_raw_builders_op_carries_its_line_into_the_ir",
+      "tests/emu/conformance/test_arith_ops.py::test_integer_op_matches_its_definition")),
+    ("a kernel calls an LLVM intrinsic through `llvm.call_intrinsic` (`rocdl.perm_b32`, "
+     "`rocdl.disable_xdl_arb_stall`, `llvm.amdgcn.rcp.f32`, ...)",
+     "dispatched on the intrinsic's name: `perm` (byte select with the ISA's special selectors), "
+     "`rcp`/`rsq`/`sqrt`/`exp2`/`log` (IEEE f32 operations), scheduling hints and the WMMA arbitration-stall "
+     "`s.setreg` as no-ops; any other intrinsic or hardware-register write is `UnsupportedOp` naming it and "
+     "its line (before: `no implementation for 'llvm.call_intrinsic'`, without the intrinsic)",
+     ("tests/emu/conformance/test_intrinsics.py::test_perm_every_selector_value_matches_the_isa_definition",
+      "tests/emu/conformance/test_intrinsics.py::test_an_unknown_intrinsic_is_refused_naming_it_and_its_line",
+      "tests/emu/conformance/test_intrinsics.py::test_a_mode_register_write_is_refused_naming_the_register",
+      "tests/emu/test_op_lines.py::test_an_unknown_intrinsic_is_refused_at_its_own_line")),
+    ("a TDM store's tile box reaches past the tensor's bounds and the out-of-bounds part of the LDS tile "
+     "(padding columns) was never written",
+     "no violation: a store is checked over the LDS bytes of its in-bounds elements only, the ones that "
+     "reach global memory (before: LDS030 uninitialized read at the store); an in-bounds element nobody "
+     "wrote is still LDS030, and unordered writes it reads are still LDS012",
+     ("tests/sanitizer/test_tdm_store_footprint.py::test_out_of_bounds_columns_never_written_are_not_an_uninitialized_read",
+      "tests/sanitizer/test_tdm_store_footprint.py::test_an_in_bounds_element_nobody_wrote_is_still_lds030",
+      "tests/sanitizer/test_tdm_store_footprint.py::test_the_store_still_races_with_the_writes_it_reads")),
+    ("a kernel reads LDS with a transpose load `rocdl.ds.load.tr16.b128` (varlen fmha)",
+     "it runs (each lane reads its 16 bytes; lane 8g+i gets element i of lanes 8g..8g+7) and is checked as "
+     "the ds read of each lane's 16 bytes (before: refused by the pass); an exec mask splitting a group of "
+     "8 lanes, and the tr4/tr6/tr8 forms (their lane distribution has no public textual definition), are "
+     "refused by name",
+     ("tests/emu/conformance/test_ds_load_tr.py::test_each_lane_gets_element_i_of_its_group",
+      "tests/emu/conformance/test_ds_load_tr.py::test_the_sanitizer_sees_its_read_of_each_lanes_16_bytes",
+      "tests/emu/conformance/test_ds_load_tr.py::test_a_group_split_by_the_exec_mask_is_refused_with_the_reason")),
 ]
 
 

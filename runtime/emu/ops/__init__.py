@@ -38,6 +38,6 @@ def one_line(template: str) -> Callable:
 
 def load_all() -> dict[str, Callable]:
     """Import every dialect module so their emitters register (idempotent)."""
-    from . import arith, copies, gpu, llvm, math, rocdl, sanitizer, scf, vector, wmma  # noqa: F401
+    from . import arith, copies, gpu, intrinsics, llvm, math, memref, rocdl, sanitizer, scf, vector, wmma  # noqa: F401
 
     return EMITTERS

@@ -20,6 +20,7 @@ _BINARY = {
     "arith.divsi": "R.divsi({a}, {b})", "arith.divui": "R.divui({a}, {b})",
     "arith.remsi": "R.remsi({a}, {b})", "arith.remui": "R.remui({a}, {b})",
     "arith.floordivsi": "R.floordivsi({a}, {b})", "arith.ceildivsi": "R.ceildivsi({a}, {b})",
+    "arith.ceildivui": "R.ceildivui({a}, {b})",
     "arith.shli": "R.shli({a}, {b})", "arith.shrsi": "R.shrsi({a}, {b})",
     "arith.shrui": "R.shrui({a}, {b})",
 }
@@ -142,6 +143,33 @@ def addui_extended(t, op: Op) -> None:
     s, c = op.results
     t.out(f"{t.v(s)} = ({a} + {b})")
     t.out(f"{t.v(c)} = np.asarray(R.cmpi(6, {t.v(s)}, {a}))[()]")
+
+
+@emits("arith.subui_extended")
+def subui_extended(t, op: Op) -> None:
+    # the second result is the borrow: a <u b (MLIR arith: "overflow" of the unsigned difference)
+    a, b = (t.v(x) for x in op.operands)
+    d, borrow = op.results
+    t.out(f"{t.v(d)} = ({a} - {b})")
+    t.out(f"{t.v(borrow)} = np.asarray(R.cmpi(6, {a}, {b}))[()]")
+
+
+@emits("arith.flush_denormals")
+def flush_denormals(t, op: Op) -> None:
+    t.out(f"{t.v(op.results[0])} = np.asarray(R.flush_denormals({t.v(op.operands[0])}))[()]")
+
+
+@emits("arith.convertf")
+def convertf(t, op: Op) -> None:
+    # same-width float conversion (f16 <-> bf16); R.fconv rounds to nearest even, the default
+    if op.attr("roundingmode") not in (None, 0):
+        raise t.unsupported(op, f"rounding mode {op.attr('roundingmode')} (only to-nearest-even is modelled)")
+    _cast("R.fconv")(t, op)
+
+
+@emits("arith.scaling_extf", "arith.scaling_truncf")
+def scaling_cast(t, op: Op) -> None:
+    raise t.unsupported(op, "OCP MX scaled float casts are not modelled by the virtual gfx1250 yet")
 
 
 @emits("arith.mulsi_extended", "arith.mului_extended")

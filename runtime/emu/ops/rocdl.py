@@ -154,6 +154,18 @@ def buffer_load(t, op: Op) -> None:
     t.out(f"{t.v(op.results[0])} = {expr}")
 
 
+@emits("rocdl.ds.load.tr16.b128")
+def ds_load_tr16(t, op: Op) -> None:
+    # each lane reads its 16 bytes (8 x b16) like a ds_load_b128; then, in every group of 8
+    # lanes, lane 8g+i gets element i of lanes 8g..8g+7 (an 8x8 transpose per group)
+    rt = op.result_types[0]
+    dt, n = _count(rt)
+    if n != 8 or rt.kind != "vector":
+        raise t.unsupported(op, f"result type {rt}: ds_load_tr16_b128 returns 8 elements of 16 bits")
+    ptr = t.lanes(op.operands[0])
+    t.out(f"{t.v(op.results[0])} = R.transpose8(R.lds_load(ctx, {ptr}, {dt}, 8, {t.mask}), {t.mask})")
+
+
 @emits("rocdl.raw.ptr.buffer.store")
 def buffer_store(t, op: Op) -> None:
     data, rsrc, voff, soff = op.operands[:4]

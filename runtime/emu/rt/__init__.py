@@ -20,13 +20,13 @@ tests/emu/test_runtime_names.py checks that every `R.<name>` an emitter writes e
 from __future__ import annotations
 
 from .atomics import atomic_cmpxchg, atomic_rmw
-from .convert import (DTYPES, bitcast_lanes, bitcast_uniform, dense, erf, extsi, extui, fconv, fptosi, fptoui,
-                      fwide, trunci, uitofp)
+from .convert import (DTYPES, amdgcn_approx, bitcast_lanes, bitcast_uniform, dense, erf, extsi, extui, fconv,
+                      flush_denormals, fptosi, fptoui, fwide, trunci, uitofp)
 from .copies import AsyncCopy, TdmCopy, tdm_copy
 from .crosslane import (ballot, bpermute, collapse_uniform, dpp, mbcnt, permlane, permlane_select, readfirstlane,
-                        readfirstlane_groups, readlane_groups, shuffle, swizzle)
-from .ints import (ceildivsi, cmpf, cmpi, ctlz, ctpop, cttz, divsi, divui, floordivsi, remsi, remui, shli, shrsi,
-                   shrui, umax, umin)
+                        readfirstlane_groups, readlane_groups, shuffle, swizzle, transpose8)
+from .ints import (ceildivsi, ceildivui, cmpf, cmpi, ctlz, ctpop, cttz, divsi, divui, floordivsi, perm, remsi,
+                   remui, shli, shrsi, shrui, umax, umin)
 from .lanes import keep, lanes, merge, narrow, select, tuple_set
 from .memory import (buffer_load, buffer_store, global_load, global_load_uniform, global_store, lds_load,
                      lds_load_uniform, lds_store,
@@ -36,12 +36,12 @@ from .taint import (t_buffer_load, t_buffer_store, t_global_load, t_global_store
                     t_wave)  # `ldssan rows` only: taint-mode code (..taint)
 
 __all__ = [
-    "AsyncCopy", "DTYPES", "TdmCopy", "WMMA_ELEM", "atomic_cmpxchg", "atomic_rmw", "ballot", "bitcast_lanes",
+    "AsyncCopy", "DTYPES", "amdgcn_approx", "TdmCopy", "WMMA_ELEM", "atomic_cmpxchg", "atomic_rmw", "ballot", "bitcast_lanes",
     "bitcast_uniform", "bpermute", "buffer_load", "collapse_uniform", "dpp", "permlane", "permlane_select",
-    "swizzle", "buffer_store", "ceildivsi", "cmpf", "cmpi", "ctlz", "ctpop",
-    "cttz", "dense", "divsi", "divui", "erf", "extsi", "extui", "fconv", "floordivsi", "fptosi", "fptoui", "fwide",
+    "swizzle", "buffer_store", "ceildivsi", "ceildivui", "cmpf", "cmpi", "ctlz", "ctpop",
+    "cttz", "dense", "divsi", "divui", "erf", "extsi", "extui", "fconv", "floordivsi", "flush_denormals", "fptosi", "fptoui", "fwide",
     "global_load", "global_load_uniform", "global_store", "keep", "lanes", "lds_load", "lds_load_uniform", "lds_store", "make_rsrc",
-    "mbcnt", "merge", "narrow", "readfirstlane", "readfirstlane_groups", "readlane_groups", "remsi", "remui", "select",
-    "shli", "shrsi", "shrui", "shuffle", "tdm_copy", "trunci", "tuple_set", "uitofp", "umax", "umin", "wmma",
+    "mbcnt", "merge", "narrow", "perm", "readfirstlane", "readfirstlane_groups", "readlane_groups", "remsi", "remui", "select",
+    "shli", "shrsi", "shrui", "shuffle", "tdm_copy", "transpose8", "trunci", "tuple_set", "uitofp", "umax", "umin", "wmma",
     "t_buffer_load", "t_buffer_store", "t_global_load", "t_global_store", "t_lds_load", "t_lds_store", "t_wave",
 ]

@@ -60,6 +60,29 @@ def fconv(x, dtype):
     return x.astype(dtype)
 
 
+def flush_denormals(x):
+    """arith.flush_denormals: a subnormal becomes a zero of its sign; everything else is kept."""
+    import ml_dtypes
+
+    x = np.asarray(x)
+    tiny = ml_dtypes.finfo(x.dtype).smallest_normal
+    sub = (x != 0) & (np.abs(x) < tiny)
+    return np.where(sub, np.copysign(np.zeros_like(x), x), x).astype(x.dtype)
+
+
+_APPROX = {
+    "rcp": lambda x: np.float32(1) / x, "rsq": lambda x: np.float32(1) / np.sqrt(x), "sqrt": np.sqrt,
+    "exp2": np.exp2, "log": np.log2,
+}
+
+
+def amdgcn_approx(kind: str, x, dtype):
+    """V_RCP/RSQ/SQRT/EXP/LOG (log and exp are base 2) as correctly rounded f32 IEEE operations,
+    rounded to `dtype`: the hardware's approximations differ by their documented error."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+        return _APPROX[kind](np.asarray(x, dtype=np.float32)).astype(dtype)
+
+
 def bitcast_lanes(x, dtype, vec: int | None):
     """bitcast of a per-lane value: scalar (L,) or vector (L, n)."""
     a = np.ascontiguousarray(x)

@@ -287,3 +287,16 @@ def collapse_uniform(ctx, per_lane, mask):
         raise NotImplementedError("a cross-lane op with uniform operands produced different values "
                                   "in different lanes (inactive source lanes); not modeled")
     return first
+
+
+def transpose8(x, mask):
+    """ds_load_tr16_b128's redistribution of (L, 8) per-lane reads: in each group of 8 lanes,
+    lane 8g+i receives element i of lanes 8g..8g+7, in lane order (ROCm's description of
+    the instruction: four independent 8x8 transposes per wave). What an inactive lane of a
+    partly active group contributes is not publicly defined: refused."""
+    L = x.shape[0]
+    groups = np.broadcast_to(np.asarray(mask, bool), (L,)).reshape(L // 8, 8)
+    if (groups.any(axis=1) & ~groups.all(axis=1)).any():
+        raise NotImplementedError("ds_load_tr16_b128 under an exec mask that splits a group of 8 lanes: "
+                                  "what an inactive lane contributes is not publicly defined")
+    return np.ascontiguousarray(x.reshape(L // 8, 8, 8).transpose(0, 2, 1)).reshape(L, 8)

@@ -47,8 +47,36 @@ def floordivsi(a, b):
 
 
 def ceildivsi(a, b):
+    # floor, then one up when inexact: negating a first would overflow at INT_MIN
     a, b = np.asarray(a), np.asarray(b)
-    return (-((-a) // np.where(b == 0, 1, b))).astype(a.dtype)
+    safe = np.where(b == 0, 1, b).astype(a.dtype)
+    q = a // safe
+    return (q + (a - q * safe != 0)).astype(a.dtype)
+
+
+def ceildivui(a, b):
+    # unsigned quotient rounded up; a zero divisor is replaced by 1 like divui (LLVM: undefined)
+    ua, ub = as_unsigned(a), as_unsigned(b)
+    safe = np.where(ub == 0, 1, ub)
+    q = ua // safe + (ua % safe != 0)
+    return _like(q.astype(ua.dtype), a)
+
+
+def perm(s0, s1, sel):
+    """V_PERM_B32: result byte k = BYTE_PERMUTE({s0, s1}, sel byte k) (s1 is the low dword);
+    selectors 0..7 pick a byte, 8..11 spread the sign bit of byte 1/3/5/7, 12 gives 0x00 and
+    13..255 give 0xff (the ISA guide's definition)."""
+    s0, s1, sel = np.broadcast_arrays(*(as_unsigned(np.asarray(v)).astype(np.uint64) for v in (s0, s1, sel)))
+    data = (s0 << np.uint64(32)) | s1
+    out = np.zeros(data.shape, np.uint64)
+    for k in range(4):
+        b = (sel >> np.uint64(8 * k)) & np.uint64(0xFF)
+        byte = (data >> (np.minimum(b, 7) * np.uint64(8))) & np.uint64(0xFF)
+        signs = [((data >> np.uint64(8 * i + 7)) & np.uint64(1)) * np.uint64(0xFF) for i in (1, 3, 5, 7)]
+        r = np.select([b >= 13, b == 12, b == 11, b == 10, b == 9, b == 8],
+                      [np.uint64(0xFF), np.uint64(0), signs[3], signs[2], signs[1], signs[0]], byte)
+        out |= r.astype(np.uint64) << np.uint64(8 * k)
+    return out.astype(np.uint32).view(np.int32)
 
 
 def shli(a, b):

@@ -25,9 +25,10 @@ Supported: one device (`cuda` / `cuda:0`); `is_available`, `device_count`, `curr
 `set_device(0)`, `get_device_name/properties/capability` (gcnArchName `gfx1250`, warp 32,
 320 KiB LDS, a small virtual CU count), `synchronize`, `current_stream`, `default_stream`,
 `Stream`, `ExternalStream`, `stream(...)`, `Event` (complete when recorded; `elapsed_time`
-warns `TimingNotMeasured` and returns NaN), `manual_seed[_all]` (the device shares the host
-generator), rng state, allocator statistics (reported as 0: not tracked), and
-`torch.testing.assert_close` between GPU and CPU tensors.
+is the host wall time between the records), `torch.profiler` with CUDA activity (each
+emulated kernel is a CUDA event whose duration is the emulator's wall time: `_timing`),
+`manual_seed[_all]` (the device shares the host generator), rng state, and allocator
+statistics (reported as 0 / empty: not tracked).
 
 Not supported, and what happens:
 - what a GPU tensor does in host memory stays possible: `.numpy()`, DLPack exports (they
@@ -45,7 +46,7 @@ import threading
 
 import torch
 
-from . import _flydsl
+from . import _flydsl, _timing
 from ._errors import VirtualDeviceError
 from ._mode import DeviceMapMode, on_device
 
@@ -57,7 +58,8 @@ _saved: dict[str, object] | None = None
 _mode: DeviceMapMode | None = None
 
 
-_FLYDSL = "<flydsl launch predicates>"  # a key of `_saved` that is not a torch.cuda name
+_FLYDSL = "<flydsl launch predicates>"  # keys of `_saved` that are not torch.cuda names
+_TIMING = "<profiler and launch timing seams>"
 
 
 def real_gpu_present() -> bool:
@@ -104,6 +106,7 @@ def install() -> None:
         # the bottom, where torch expects it (its device is looked up by the mode)
         torch._C._push_on_torch_function_stack(_mode)
         saved[_FLYDSL] = _flydsl.install()  # flyc.compile launches with virtual-GPU tensors, as on hardware
+        saved[_TIMING] = _timing.install()  # torch.profiler's CUDA activity sees the emulated kernels
         _saved = saved
 
 
@@ -114,6 +117,7 @@ def uninstall() -> None:
         if _saved is None:
             return
         _flydsl.uninstall(_saved.pop(_FLYDSL))
+        _timing.uninstall(_saved.pop(_TIMING))
         for name, value in _saved.items():
             if value is _MISSING:
                 delattr(torch.cuda, name)

@@ -3,14 +3,12 @@ host and "GPU", what is refused, and that uninstall gives torch back exactly."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 
 from ldssan import hook, vdevice
 from ldssan.vdevice import VirtualDeviceError
-from ldssan.vdevice._cuda import LDS_BYTES, TimingNotMeasured
+from ldssan.vdevice._cuda import LDS_BYTES
 
 _NAMES = ("is_available", "device_count", "get_device_properties", "Stream", "Event", "synchronize",
           "manual_seed", "graph", "current_stream")
@@ -99,10 +97,10 @@ def test_seeds_streams_and_events(gpu):
 
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
+    torch.ones(1000, device="cuda").sum()
     end.record()
     end.synchronize()
-    with pytest.warns(TimingNotMeasured, match="not measured"):
-        assert math.isnan(start.elapsed_time(end))
+    assert end.query() and 0 < start.elapsed_time(end) < 60_000  # host wall time, in ms
 
 
 def test_flydsl_reads_the_stream_handle(gpu):

@@ -10,9 +10,10 @@ Built on torch's own extension points: a `TorchFunctionMode` (`_mode.py`) maps t
 onto host memory for factory functions (`device="cuda"`, `"cuda:0"`, `torch.device("cuda")`,
 `device=0`, `torch.set_default_device("cuda")`), `Tensor.cuda()`, `.to("cuda")`, `.cpu()`,
 and results computed from GPU tensors (`empty_like`, views, arithmetic), and answers
-`x.device` (`cuda:0`), `x.is_cuda`, `x.get_device()` for them; and the `torch.cuda` query,
-stream, event and seed functions are replaced while installed (`_cuda.py`) and restored on
-`uninstall()`.
+`x.device` (`cuda:0`), `x.is_cuda`, `x.get_device()` for them; the `torch.cuda` query,
+stream, event and seed functions are replaced while installed (`_cuda.py`); a custom autograd
+Function's backward runs with the mode (`_autograd.py`); the profiler sees the emulated kernels
+(`_timing.py`). `uninstall()` restores all of it.
 
 A GPU tensor is a GPU tensor to the test's code (`device == torch.device("cuda", 0)`, dicts
 keyed by device, `torch.empty(..., device=x.device)`, `.to(x.device)`, `*_like`, modules moved

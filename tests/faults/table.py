@@ -289,6 +289,19 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
      ("tests/emu/conformance/test_ds_load_tr.py::test_each_lane_gets_element_i_of_its_group",
       "tests/emu/conformance/test_ds_load_tr.py::test_the_sanitizer_sees_its_read_of_each_lanes_16_bytes",
       "tests/emu/conformance/test_ds_load_tr.py::test_a_group_split_by_the_exec_mask_is_refused_with_the_reason")),
+    ("a test on the virtual GPU mixes a host tensor (1+ dims) into an op on a GPU tensor, or compares "
+     "a GPU tensor with a host one in `torch.testing.assert_close`",
+     "what a GPU does: torch's \"Expected all tensors to be on the same device … cuda:0 and cpu\" naming "
+     "the op and the line (host scalars, copies, indexing with host indices still allowed); the "
+     "`'device' do not match` assertion",
+     ("tests/gpu_style/test_vdevice_identity.py::test_mixing_a_host_tensor_into_a_gpu_op_fails_as_on_hardware",
+      "tests/gpu_style/test_vdevice.py::test_transfers_copy_exactly_when_they_cross_sides")),
+    ("a GPU test times kernels on the virtual GPU (`torch.profiler` with CUDA activity, "
+     "`torch.cuda.Event(enable_timing=True).elapsed_time`)",
+     "each emulated kernel is a CUDA profiler event (name, one per launch, the emulator's wall time); "
+     "events give the host wall time between records; unrecorded or non-timing events raise as torch does",
+     ("tests/gpu_style/test_vdevice_timing.py::test_the_profiler_reports_each_emulated_kernel_as_a_cuda_event",
+      "tests/gpu_style/test_vdevice_timing.py::test_event_timing_refuses_what_torch_refuses")),
 ]
 
 

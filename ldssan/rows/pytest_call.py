@@ -7,6 +7,13 @@ index>.<parameter>` in launch order. The outputs are the arguments some launch w
 bytes changed across that launch in some run); their contents at the end of the test are
 compared across runs. The test's own verdict does not matter (a racy kernel may fail its
 assertions in some runs); it is recorded per run.
+
+The test runs as `FLYDSL_LDSSAN=1 pytest` would run it: torch's GPU device is the virtual
+gfx1250 from configure on (`hook.torch_device`), so a module-level
+`skipif(not torch.cuda.is_available())` gate passes, and the `ldssan` marker is known (the
+plugin itself stays off: the runs choose their own scheduler). A test that is not selected,
+does not collect, is skipped or launches no FlyDSL kernel is a one-line `RowsError` naming
+pytest's reason.
 """
 
 from __future__ import annotations
@@ -73,20 +80,46 @@ def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 class _Outcomes:
-    """The small pytest plugin: how many tests were selected and how the one test ended."""
+    """The small pytest plugin: how many tests were selected, how the one test ended, and
+    pytest's one-line reason for a skip or an error (collection, setup, call, teardown)."""
 
     def __init__(self) -> None:
         self.selected: list[str] = []
         self.outcome = "not run"
+        self.reason = ""  # the first skip or error reason pytest gave
+
+    def pytest_configure(self, config) -> None:
+        from ldssan.pytest_plugin import MARKER_HELP
+
+        config.addinivalue_line("markers", MARKER_HELP)  # as with the plugin loaded
 
     def pytest_collection_finish(self, session) -> None:
         self.selected = [item.nodeid for item in session.items]
+
+    def pytest_collectreport(self, report) -> None:
+        if (report.failed or report.skipped) and not self.reason:
+            self.reason = ("skipped at collection: " if report.skipped else "collecting it failed: ") + _why(report)
 
     def pytest_runtest_logreport(self, report) -> None:
         if report.failed:
             self.outcome = f"failed ({report.when})" if report.when != "call" else "failed"
         elif report.when == "call" or (report.skipped and self.outcome == "not run"):
             self.outcome = report.outcome
+        if (report.failed or report.skipped) and not self.reason:
+            self.reason = f"{'skipped' if report.skipped else 'failed'} ({report.when}): {_why(report)}"
+
+
+def _why(report) -> str:
+    """pytest's reason for a skipped or failed report, on one line."""
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:  # a skip: (path, line, "Skipped: reason")
+        text = str(longrepr[2]).removeprefix("Skipped: ")
+    else:
+        crash = getattr(longrepr, "reprcrash", None)
+        text = crash.message if crash is not None else (report.longreprtext or "").strip()
+        errors = [ln[1:].strip() for ln in text.splitlines() if ln.startswith("E ")]  # collection errors
+        text = errors[-1] if errors else text
+    return " ".join(text.split())[:300] or "no reason given"
 
 
 class PytestCall:
@@ -102,6 +135,8 @@ class PytestCall:
         self.outcomes: list[str] = []
 
     def __call__(self) -> dict[str, torch.Tensor]:
+        from ldssan.hook import torch_device
+
         try:
             import pytest
         except ImportError:
@@ -109,14 +144,22 @@ class PytestCall:
 
         cap, plugin, log = _Capture(), _Outcomes(), io.StringIO()
         args = [self.spec, "-q", "-p", "no:cacheprovider", "-p", "no:ldssan", "-o", "addopts=", "--capture=sys"]
-        with cap.active(), contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        with torch_device(), cap.active(), contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             code = pytest.main(args, plugins=[plugin])
         if len(plugin.selected) != 1:
-            tail = "\n".join(log.getvalue().strip().splitlines()[-6:])
+            why = plugin.reason or _last_line(log.getvalue())
             raise RowsError(f"--pytest {self.spec!r} selected {len(plugin.selected)} tests, need exactly one "
-                            f"(pytest exit {int(code)}):\n{tail}")
+                            f"(pytest exit {int(code)}): {why}")
+        if plugin.outcome == "skipped":
+            raise RowsError(f"--pytest {self.spec!r}: the test was {plugin.reason}")
         if not cap.launches:
-            raise RowsError(f"--pytest {self.spec!r} launched no FlyDSL kernel (test {plugin.outcome})")
+            why = f": {plugin.reason}" if plugin.reason else ""
+            raise RowsError(f"--pytest {self.spec!r} launched no FlyDSL kernel (test {plugin.outcome}){why}")
         self.outcomes.append(plugin.outcome)
         self.written |= cap.written
         return dict(cap.tensors)
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else "pytest printed nothing"

@@ -134,8 +134,32 @@ def pytest_failed() -> type:
     return pytest.fail.Exception
 
 
+def package_root(path: str) -> tuple[str, str]:
+    """(the folder pytest puts first on sys.path for `path`, `path`'s dotted module name from
+    there): the first folder up from the file that is not a package (pytest's default
+    `prepend` import mode), so `tests/kernels/test_x.py` in a package tree imports
+    `kernels.norm.y` and `tests.test_common` from the checkout root, as under pytest."""
+    folder = os.path.dirname(os.path.abspath(path))
+    parts = [os.path.splitext(os.path.basename(path))[0]]
+    while os.path.isfile(os.path.join(folder, "__init__.py")):
+        parts.insert(0, os.path.basename(folder))
+        folder = os.path.dirname(folder)
+    return folder, ".".join(parts)
+
+
+def use_import_roots(target: Target) -> None:
+    """sys.path as pytest has it for the target's test files (their package roots first)."""
+    for spec in target.pytest:
+        root = package_root(spec.partition("::")[0])[0]
+        if root not in sys.path:
+            sys.path.insert(0, root)
+
+
 def _kernel_names(target: Target) -> set[str]:
+    """The names the test may import the kernel by: the campaign's, the file stem, its dotted
+    name in its package tree, and any module already loaded from the file."""
     names = {target.module} if target.module else {os.path.splitext(os.path.basename(target.path))[0]}
+    names.add(package_root(target.path)[1])
     for name, mod in list(sys.modules.items()):
         origin = getattr(mod, "__file__", None)
         if origin and os.path.exists(origin) and os.path.samefile(origin, target.path):
@@ -196,8 +220,8 @@ class _TestFile:
 
         key = variant.__name__
         if key not in self.loaded:
-            folder = os.path.dirname(self.path)
-            if folder not in sys.path:  # pytest's rootdir-less import mode does the same
+            folder = package_root(self.path)[0]
+            if folder not in sys.path:  # pytest's default (prepend) import mode does the same
                 sys.path.insert(0, folder)
             name = f"_ldssan_pytest_{os.path.splitext(os.path.basename(self.path))[0]}_{len(self.loaded)}_{key}"
             spec = importlib.util.spec_from_file_location(name, self.path)

@@ -261,6 +261,10 @@ def _cases(target: Target):
 
     key = f"{target.spec}|{'|'.join(target.pytest)}"
     if key not in _CASES:
+        if target.pytest:  # the kernel and its tests import from where pytest would import them
+            from .pytest_case import use_import_roots
+
+            use_import_roots(target)
         clean = _load(target, ()) if package_edits(target) else import_clean(target)
         if target.pytest:
             from .pytest_case import pytest_cases

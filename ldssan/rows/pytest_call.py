@@ -1,7 +1,8 @@
 """`ldssan rows --pytest tests/test_x.py::test_y`: the launches of one pytest test as the call.
 
-Each run executes the test in-process (`pytest.main` on that one test, `-p no:cacheprovider`,
-the project's `addopts` dropped so a marker filter cannot deselect it) while every FlyDSL
+Each run executes the test in-process (`pytest.main` on that one test, its output captured at
+the file descriptors as pytest's default does, `-p no:cacheprovider`, the project's
+`addopts` dropped so a marker filter cannot deselect it) while every FlyDSL
 `@jit` launch is captured: its torch tensor arguments, named `<jit function>#<launch
 index>.<parameter>` in launch order. The outputs are the arguments some launch wrote (their
 bytes changed across that launch in some run); their contents at the end of the test are
@@ -143,7 +144,7 @@ class PytestCall:
             raise RowsError("--pytest needs pytest: pip install pytest") from None
 
         cap, plugin, log = _Capture(), _Outcomes(), io.StringIO()
-        args = [self.spec, "-q", "-p", "no:cacheprovider", "-p", "no:ldssan", "-o", "addopts=", "--capture=sys"]
+        args = [self.spec, "-q", "-p", "no:cacheprovider", "-p", "no:ldssan", "-o", "addopts=", "--capture=fd"]
         with torch_device(), cap.active(), contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             code = pytest.main(args, plugins=[plugin])
         if len(plugin.selected) != 1:

@@ -120,3 +120,37 @@ def _baseline(user_files, test: str) -> str | None:
 def test_a_test_that_does_not_launch_fails_the_baseline_gate_by_name(user_files, test, why):
     verdict = _baseline(user_files, test)
     assert verdict is not None and verdict.startswith("the test case did not run: ") and why in verdict, verdict
+
+
+PACKAGE_TEST = '''\
+import numpy as np
+import torch
+
+import pkg.ring_kernel as rk
+
+
+def test_ring():
+    x = torch.arange(rk.N, dtype=torch.int32, device="cuda") * 3
+    out = torch.zeros(rk.N, dtype=torch.int32, device="cuda")
+    rk.launch(x, out)
+    assert np.array_equal(out.cpu().numpy(), rk.reference(x.cpu().numpy()))
+'''
+
+
+def test_a_kernel_in_a_package_tree_is_mutated_where_its_test_imports_it(tmp_path):
+    """A checkout's layout: `pkg/ring_kernel.py` given as a file, its test in `tests/` importing
+    `pkg.ring_kernel` from the checkout root (pytest puts the package root on sys.path): the
+    test must see the mutant, not the original module."""
+    for folder in ("pkg", "tests"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "ring_kernel.py").write_text(PLAIN_KERNEL)
+    (tmp_path / "tests" / "test_ring.py").write_text(PACKAGE_TEST)
+    out = tmp_path / "out.json"
+    code = ldssan_main(["mutate", str(tmp_path / "pkg" / "ring_kernel.py"), "--pytest",
+                        f"{tmp_path / 'tests' / 'test_ring.py'}::test_ring", "--only", f"delete-sync:{BARRIER}",
+                        "-j", "1", *TINY_ARGS, "--json", str(out)])
+    record = json.loads(out.read_text())
+    assert code == 0 and record["ok"], record["kernels"][0]["message"]
+    (mutant,) = record["kernels"][0]["mutants"]
+    assert mutant["status"] == "killed" and mutant["rules"][0]["code"] == "LDS001"

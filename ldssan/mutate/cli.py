@@ -28,7 +28,13 @@ Exit status: 0 the campaign ran; 1 nothing to run (no kernel found, or no mutant
 --only id that --dry-run does not list); 2 a clean baseline failed its gate (no violations
 and a passing output check are required before any mutant runs), or a usage error (a bad
 option value, an output path that cannot be written, a cluster that cannot be reached, a
-store that is not one), printed as one line.
+store that is not one), printed as one line; 130 / 143 interrupted by SIGINT (Ctrl-C) /
+SIGTERM: the workers are stopped, the partial --json/--markdown written (marked partial),
+and one line says how many mutants finished and the command that resumes from --store.
+
+A --pytest test runs as under `FLYDSL_LDSSAN=1 pytest`: torch's GPU device is the virtual
+gfx1250 (GPU-gated test files run), its package root first on sys.path; a test that is
+skipped, raises before launching or launches nothing fails the clean baseline's gate, named.
 """
 
 

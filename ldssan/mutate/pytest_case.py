@@ -14,7 +14,8 @@ functions compile once and the K output-check launches reuse the build.
 
 The test runs as under `FLYDSL_LDSSAN=1 pytest`: torch's GPU device is the virtual gfx1250
 while the test file is imported and while the test runs (`hook.torch_device`), so a
-module-level `skipif(not torch.cuda.is_available())` gate passes. The test's verdict is
+module-level `skipif(not torch.cuda.is_available())` gate passes; its output is captured,
+and its package root is first on sys.path (`package_root`). The test's verdict is
 pytest's: it passes, or fails its check (`AssertionError`, `pytest.fail`, `SystemExit`);
 anything else it raises is a launch that raised.
 
@@ -32,6 +33,7 @@ import ast
 import contextlib
 import importlib.util
 import inspect
+import io
 import itertools
 import os
 import platform
@@ -75,12 +77,14 @@ def _first_line(exc: BaseException) -> str:
 
 @contextlib.contextmanager
 def _as_pytest(where: str):
-    """Run a test file's code: pytest's outcome exceptions (BaseExceptions, which pickle
-    badly and would end a worker) become named `PytestCaseError`s with pytest's reason."""
+    """Run a test file's code: its output captured, and pytest's outcome exceptions
+    (BaseExceptions, which pickle badly and would end a worker) made named
+    `PytestCaseError`s with pytest's reason."""
     import pytest
 
-    try:
-        yield
+    try:  # the test's prints are captured, as pytest's default does (K launches would repeat them)
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            yield
     except pytest.skip.Exception as exc:
         raise TestSkipped(f"{where} was skipped: {_first_line(exc)}") from None
     except (pytest.exit.Exception, pytest.xfail.Exception) as exc:

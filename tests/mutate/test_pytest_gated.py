@@ -154,3 +154,18 @@ def test_a_kernel_in_a_package_tree_is_mutated_where_its_test_imports_it(tmp_pat
     assert code == 0 and record["ok"], record["kernels"][0]["message"]
     (mutant,) = record["kernels"][0]["mutants"]
     assert mutant["status"] == "killed" and mutant["rules"][0]["code"] == "LDS001"
+
+
+def test_skip_marks_are_evaluated_as_pytest_does():
+    from ldssan.mutate.pytest_case import _skip_reason
+
+    def reason(*marks, **namespace):
+        return _skip_reason([m.mark for m in marks], namespace)
+
+    assert reason(pytest.mark.skipif(False, reason="no")) is None
+    assert reason(pytest.mark.skipif(True, reason="gated")) == "gated"
+    assert reason(pytest.mark.skipif("sys.platform != 'nowhere'", reason="by text")) == "by text"
+    assert reason(pytest.mark.skipif("not HAVE_GPU", reason="module global"), HAVE_GPU=True) is None
+    assert reason(pytest.mark.skipif(reason="no condition")) == "no condition"
+    assert reason(pytest.mark.skip) == "unconditional skip"
+    assert reason(pytest.mark.parametrize("a", [1]), pytest.mark.skip("why")) == "why"

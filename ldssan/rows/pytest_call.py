@@ -29,51 +29,77 @@ from .variation import RowsError
 
 
 class _Capture:
-    """Wraps `JitFunction.__call__` while active: the tensor arguments of each launch."""
+    """While active, the tensor arguments of each launch: a `@jit` function called, or run
+    through `flyc.compile(fn, *args)` (which compiles and launches), or the
+    `CompiledFunction` that returned called again (counted apart: `PytestCall` refuses it)."""
 
     def __init__(self) -> None:
         self.tensors: dict[str, torch.Tensor] = {}
         self.written: set[str] = set()
         self._seen: dict[tuple, str] = {}  # (address, shape, dtype) -> first name
+        self._compiled: dict[int, object] = {}  # id(CompiledFunction) -> its @jit function
         self.launches = 0
+        self.compiled_calls = 0  # launches through a CompiledFunction (see PytestCall)
+        self._inside = False
 
     def _named_tensors(self, jf, args, kwargs):
         try:
             bound = inspect.signature(jf.func).bind(*args, **kwargs)
             items = list(bound.arguments.items())
-        except TypeError:  # FlyDSL reports the bad call itself
+        except (TypeError, AttributeError):  # FlyDSL reports the bad call itself
             items = [(f"#{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
         return [(n, a) for n, a in items if isinstance(a, torch.Tensor)]
+
+    def _launch(self, jf, args, kwargs, run):
+        if self._inside:  # FlyDSL's own call inside a launch: the outer one counts
+            return run()
+        self._inside = True
+        try:
+            return self._record(jf, args, kwargs, run)
+        finally:
+            self._inside = False
+
+    def _record(self, jf, args, kwargs, run):
+        index = self.launches
+        self.launches += 1
+        fn = getattr(getattr(jf, "func", None), "__name__", "jit")
+        before = [(f"{fn}#{index}.{n}", t, t.detach().clone()) for n, t in self._named_tensors(jf, args, kwargs)]
+        result = run()
+        for name, t, old in before:
+            key = (t.data_ptr(), tuple(t.shape), t.dtype)
+            name = self._seen.setdefault(key, name)  # the same tensor again keeps its first name
+            self.tensors.setdefault(name, t)
+            if not _same_bytes(old, t):
+                self.written.add(name)
+        return result
 
     @contextlib.contextmanager
     def active(self):
         from flydsl.compiler import jit_function
 
-        cls = jit_function.JitFunction
-        orig = cls.__call__
+        jit, compiled = jit_function.JitFunction, jit_function.CompiledFunction
+        orig_run, orig_call = jit._compile_or_execute, compiled.__call__
         cap = self
 
-        def call(jf, *args, **kwargs):
-            if jit_function.ir.Context.current is not None:  # a jit call inside a trace, not a launch
-                return orig(jf, *args, **kwargs)
-            index = cap.launches
-            cap.launches += 1
-            fn = getattr(jf.func, "__name__", "jit")
-            before = [(f"{fn}#{index}.{n}", t, t.detach().clone()) for n, t in cap._named_tensors(jf, args, kwargs)]
-            result = orig(jf, *args, **kwargs)
-            for name, t, old in before:
-                key = (t.data_ptr(), tuple(t.shape), t.dtype)
-                name = cap._seen.setdefault(key, name)  # the same tensor again keeps its first name
-                cap.tensors.setdefault(name, t)
-                if not _same_bytes(old, t):
-                    cap.written.add(name)
+        def run(jf, args, kwargs, *, execute: bool, return_compiled: bool = False):
+            go = lambda: orig_run(jf, args, kwargs, execute=execute, return_compiled=return_compiled)  # noqa: E731
+            if not execute or jit_function.ir.Context.current is not None:  # a trace or a compile only
+                return go()
+            result = cap._launch(jf, args, kwargs, go)
+            if return_compiled and result is not None:
+                cap._compiled[id(result)] = (jf, result)
             return result
 
-        cls.__call__ = call
+        def call(cf, *args):
+            jf = cap._compiled.get(id(cf), (None, None))[0]
+            cap.compiled_calls += 1
+            return cap._launch(jf, args, {}, lambda: orig_call(cf, *args))
+
+        jit._compile_or_execute, compiled.__call__ = run, call
         try:
             yield self
         finally:
-            cls.__call__ = orig
+            jit._compile_or_execute, compiled.__call__ = orig_run, orig_call
 
 
 def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -156,6 +182,12 @@ class PytestCall:
         if not cap.launches:
             why = f": {plugin.reason}" if plugin.reason else ""
             raise RowsError(f"--pytest {self.spec!r} launched no FlyDSL kernel (test {plugin.outcome}){why}")
+        if cap.compiled_calls:
+            # A CompiledFunction launches with the configuration it was compiled under, not the
+            # run's schedule (seen: no record under a later sanitize()): its runs cannot vary.
+            raise RowsError(f"--pytest {self.spec!r}: {cap.compiled_calls} of its {cap.launches} launches call a "
+                            f"CompiledFunction that flyc.compile() returned, which keeps the schedule it was "
+                            f"compiled under, so the runs cannot vary them; launch the @jit function instead")
         self.outcomes.append(plugin.outcome)
         self.written |= cap.written
         return dict(cap.tensors)

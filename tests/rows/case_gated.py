@@ -50,3 +50,17 @@ def test_fixture_errors(broken):
 
 def test_launches_nothing():
     assert torch.cuda.is_available()
+
+
+def test_pair_norm_compiled():
+    # flyc.compile(fn, *args) compiles and launches; the CompiledFunction it returns launches again
+    # with the configuration it was compiled under: rows refuses it
+    import flydsl.compiler as flyc
+
+    m = len(k.WIDTHS)
+    x = k._x(m).to("cuda")
+    w = torch.tensor(k.WIDTHS, dtype=torch.int32, device="cuda")
+    y = torch.zeros(m * k.N, device="cuda")
+    launch = flyc.compile(k._launch_pair, x, w, y, m, True)
+    launch(x, w, y, m, True, None)  # positional only, the stream included
+    torch.testing.assert_close(y.view(m, k.N).cpu(), k.pair_norm_reference())

@@ -30,6 +30,7 @@ def test_a_gpu_gated_test_runs_on_the_virtual_gpu(test):
     report = rows.explain(pytest=test, runs=2)
     (out,) = report.outputs
     flat = np.flatnonzero(out.varying_mask)
+    assert out.name == "_launch_pair#0.Y"  # named by the @jit function's parameters, however launched
     assert sorted(set((flat // k.N).tolist())) == k.WIDE_ROWS and out.unexplained == 0
     assert {r.rule for r in report.races} == {"LDS001"}
     # one entry per race, however many launches had it
@@ -49,7 +50,10 @@ def test_a_gpu_gated_test_runs_on_the_virtual_gpu(test):
     ("tests/rows/case_broken.py::test_never_collected",
      "selected 0 tests, need exactly one (pytest exit 4): collecting it failed: "
      "ModuleNotFoundError: No module named 'tests.rows.no_such_module'"),
-], ids=["skip-mark", "skip-call", "skip-in-skipping-module", "raises", "fixture-error", "no-launch", "no-import"])
+    (f"{GATED}::test_pair_norm_compiled", ": 1 of its 2 launches call a CompiledFunction that flyc.compile() "
+     "returned, which keeps the schedule it was compiled under"),
+], ids=["skip-mark", "skip-call", "skip-in-skipping-module", "raises", "fixture-error", "no-launch", "no-import",
+        "compiled-function"])
 def test_a_test_that_does_not_launch_is_one_line_and_exit_2(test, why, capsys):
     assert main(["rows", "--pytest", test, "--runs", "2"]) == 2
     err = capsys.readouterr().err

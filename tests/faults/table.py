@@ -133,7 +133,8 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
      ("tests/rows/test_rows_gated.py::test_a_gpu_gated_test_runs_on_the_virtual_gpu",
       "tests/mutate/test_pytest_gated.py::test_a_gpu_gated_test_is_the_case")),
     ("the test given to `ldssan rows --pytest` / `ldssan mutate --pytest` is skipped, errors (collection, "
-     "setup or call) or launches no FlyDSL kernel",
+     "setup or call) or launches no FlyDSL kernel (or, for rows, relaunches a `flyc.compile()` CompiledFunction, "
+     "which keeps the configuration it was compiled under)",
      "rows: one line with pytest's reason, exit 2; mutate: the baseline gate fails naming the test and the "
      "reason (exit 2), never a pickling error or a traceback; whatever a worker raises reaches the campaign "
      "as `ExcType: message`",

@@ -121,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # the command as given (a rerun hint)
     errors = _user_errors()
     try:
         if args.command != "env":  # `ldssan env` is where a user looks up the accepted values

@@ -181,7 +181,7 @@ def enable(*, policy: "Policy | str | None" = None, ring: int | None = None, bat
     policy, ring, batch, device = _checked_enable(policy, ring, batch, device)
     choice = device or config.get("device")
     checker = engine_for(choice)
-    use_vdevice = vdevice.wanted(_TORCH_DEVICE[choice])
+    use_vdevice = wants_vdevice(choice)
     while _hardware:  # a second enable() replaces the first
         _hardware.pop().uninstall()
     cfg, launches = _make_config(policy or config.get("policy"), ring or config.get("ring"),
@@ -193,6 +193,34 @@ def enable(*, policy: "Policy | str | None" = None, ring: int | None = None, bat
     if use_vdevice:
         vdevice.install()
     return cfg
+
+
+def wants_vdevice(choice: str | None = None) -> bool:
+    """Whether FLYDSL_LDSSAN_DEVICE=`choice` (default: the setting) makes torch's GPU device
+    the virtual gfx1250 on this host (`ldssan.vdevice.wanted`)."""
+    from . import vdevice
+
+    choice = choice or config.get("device")
+    if choice not in _TORCH_DEVICE:
+        engine_for(choice)  # the named error listing the accepted values
+    return vdevice.wanted(_TORCH_DEVICE[choice])
+
+
+@contextmanager
+def torch_device():
+    """torch's GPU device inside the block as `FLYDSL_LDSSAN=1 pytest` has it from configure
+    on (the virtual gfx1250 on a host with no GPU), for ldssan's own test runners (`rows
+    --pytest`, `mutate --pytest`); a virtual device already installed is left as it is."""
+    from . import vdevice
+
+    mine = not vdevice.active() and wants_vdevice()
+    if mine:
+        vdevice.install()
+    try:
+        yield
+    finally:
+        if mine:
+            vdevice.uninstall()
 
 
 def disable() -> None:

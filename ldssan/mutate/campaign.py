@@ -28,6 +28,7 @@ from ldssan.variants import keep_temp
 
 from .engines import Engine, LocalEngine
 from .equivalence import strengthening, survivor_reason
+from .interrupt import CampaignInterrupted, NoStop
 from .syncbug import NOT_A_SYNC_BUG, RACE_FREE_PAIRS, survivor_class, sync_bug_reason
 from .operators import Mutant, find_mutants
 from .records import HANG_ERRORS, CampaignRecord, KernelRecord, MutantRecord, distinct_rules
@@ -136,6 +137,8 @@ def classify(rec: MutantRecord, out: Outcome, schedule: list[str], clean_lint=fr
 
 def gate(kernel: KernelRecord, out: Outcome) -> str | None:
     """Why the clean baseline fails the gate, or None if it passes."""
+    if out.status == "not-run":
+        return f"the test case did not run: {out.error}"
     if out.status != "ran":
         return f"the clean kernel did not run ({out.status}): {out.error}"
     if out.violations:
@@ -153,9 +156,12 @@ def gate(kernel: KernelRecord, out: Outcome) -> str | None:
 
 
 def run_campaign(specs: list[str], config: CampaignConfig | None = None,
-                 listener: Listener | None = None) -> CampaignRecord:
+                 listener: Listener | None = None, stop=None) -> CampaignRecord:
+    """Run the campaign. `stop` (`interrupt.StopSignals`) ends it early: the workers are
+    stopped, and the record comes back partial (`record.interrupted` names the signal)."""
     config = config or CampaignConfig()
     listener = listener or Listener()
+    stop = stop or NoStop()
     t0 = time.perf_counter()
     kernels: list[KernelRecord] = []
     plans: dict[str, tuple[Target, list[Mutant]]] = {}
@@ -179,9 +185,12 @@ def run_campaign(specs: list[str], config: CampaignConfig | None = None,
     if plans:
         cache_dir = tempfile.mkdtemp(prefix="ldssan-mutate-cache-")
         try:
+            stop.check()
             engine = _engine(config, cache_dir)
             record.engine = {"name": engine.name, "workers": engine.workers}
-            record.resumed = _execute(kernels, plans, config, listener, engine)
+            record.resumed = _execute(kernels, plans, config, listener, engine, stop)
+        except CampaignInterrupted as exc:
+            record.interrupted = exc.name
         finally:
             if not keep_temp():
                 shutil.rmtree(cache_dir, ignore_errors=True)
@@ -210,7 +219,7 @@ def _engine(config: CampaignConfig, cache_dir: str) -> Engine:
     if config.cluster:
         from .dask_engine import DaskEngine  # dask is optional: imported only when asked for
 
-        return DaskEngine(config.cluster)
+        return DaskEngine(config.cluster, cache_dir)
     return LocalEngine(config.jobs, cache_dir)
 
 
@@ -232,9 +241,24 @@ def _rebuild(kernels: list[KernelRecord], store: Store, settings: dict) -> None:
                 _restore(m, entry["record"])
 
 
+_SLICE = 0.25  # seconds between looks at the stop signals while waiting for results
+
+
+def _wait(engine: Engine, backstop: float, stop):
+    """The next finished tasks, or None when none finished within `backstop` seconds; raises
+    `CampaignInterrupted` as soon as a stop signal arrived."""
+    deadline = time.monotonic() + backstop
+    while True:
+        stop.check()
+        done = engine.wait(min(_SLICE, max(0.0, deadline - time.monotonic())))
+        if done is not None or time.monotonic() >= deadline:
+            return done
+
+
 def _execute(kernels: list[KernelRecord], plans, config: CampaignConfig, listener: Listener,
-             engine: Engine) -> int:
+             engine: Engine, stop=None) -> int:
     """Run every variant not in the store; the number of mutant results taken from it."""
+    stop = stop or NoStop()
     by_spec = {k.kernel: k for k in kernels}
     store = Store(config.store) if config.store else None
     settings = verdict_settings(config)
@@ -308,7 +332,7 @@ def _execute(kernels: list[KernelRecord], plans, config: CampaignConfig, listene
                 engine.submit(task_for(spec, None))
         backstop = config.timeout + 60.0
         while engine.pending():
-            done = engine.wait(backstop)
+            done = _wait(engine, backstop, stop)
             if done is None:  # no worker answered in time: they are stuck outside Python
                 listener.message(f"no worker answered for {backstop:.0f} s: stopping the {engine.name} workers")
                 for task in engine.abandon():
@@ -317,6 +341,9 @@ def _execute(kernels: list[KernelRecord], plans, config: CampaignConfig, listene
                 break
             for task, out in done:
                 finish(task, out)
+    except CampaignInterrupted:
+        engine.abandon()  # kill the workers now: the running mutants' results are not waited for
+        raise
     finally:
         engine.close()
     return resumed

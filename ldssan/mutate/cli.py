@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
+import signal
 import sys
 
 from .operators import OPERATORS
@@ -26,7 +28,13 @@ Exit status: 0 the campaign ran; 1 nothing to run (no kernel found, or no mutant
 --only id that --dry-run does not list); 2 a clean baseline failed its gate (no violations
 and a passing output check are required before any mutant runs), or a usage error (a bad
 option value, an output path that cannot be written, a cluster that cannot be reached, a
-store that is not one), printed as one line.
+store that is not one), printed as one line; 130 / 143 interrupted by SIGINT (Ctrl-C) /
+SIGTERM: the workers are stopped, the partial --json/--markdown written (marked partial),
+and one line says how many mutants finished and the command that resumes from --store.
+
+A --pytest test runs as under `FLYDSL_LDSSAN=1 pytest`: torch's GPU device is the virtual
+gfx1250 (GPU-gated test files run), its package root first on sys.path; a test that is
+skipped, raises before launching or launches nothing fails the clean baseline's gate, named.
 """
 
 
@@ -130,6 +138,7 @@ def main(args) -> int:
     from . import report
     from .campaign import CampaignConfig, plan, run_campaign
     from .dask_engine import ClusterError
+    from .interrupt import StopSignals
     from .store import Store, StoreError
     from .target import MissingKernel
 
@@ -174,25 +183,19 @@ def main(args) -> int:
                             operators=args.operators, only=only, cluster=args.cluster, store=args.store,
                             resume=args.resume, pytest=tuple(args.pytest) if args.pytest else None)
     try:
-        if args.no_live:
-            record = run_campaign(args.kernels, config, _Plain(console))
-        else:
-            with report.LiveView(console) as view:
-                record = run_campaign(args.kernels, config, view)
+        with StopSignals() as stop:
+            if args.no_live:
+                record = run_campaign(args.kernels, config, _Plain(console), stop)
+            else:
+                with report.LiveView(console) as view:
+                    record = run_campaign(args.kernels, config, view, stop)
     except ClusterError as exc:
         print(f"ldssan mutate: error: {exc}", file=sys.stderr)
         return 2
-    md = report.to_markdown(record)
-    if args.markdown:
-        with open(args.markdown, "w", encoding="utf-8") as f:
-            f.write(md + "\n")
-    if args.json == "-":
-        print(report.to_json(record))
-    elif args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            f.write(report.to_json(record) + "\n")
-    if args.json != "-":
-        print(report.summary_text(record))
+    _write_outputs(args, record)
+    if record.interrupted:
+        print(interrupted_text(record, args), file=sys.stderr)
+        return 128 + signal.Signals[record.interrupted].value
     if not any(k.status != "skipped" for k in record.kernels):
         return 1
     if not record.ok:
@@ -206,6 +209,35 @@ def main(args) -> int:
     if unmatched:
         print(f"ldssan mutate: warning: {what} {hint}", file=sys.stderr)
     return 0
+
+
+def interrupted_text(record, args) -> str:
+    """One line: how far an interrupted campaign got, and how to go on from there."""
+    done, total = record.finished()
+    partial = [flag for flag, path in (("--json", args.json), ("--markdown", args.markdown)) if path]
+    written = f"; partial {' and '.join(partial)} written" if partial else ""
+    head = f"ldssan mutate: interrupted by {record.interrupted} after {done} of {total} mutants{written}"
+    if not args.store:
+        return f"{head}; nothing was kept (no --store): rerun with --store PATH, then --resume runs only the rest"
+    argv = list(getattr(args, "argv", None) or ["mutate", *args.kernels, "--store", args.store])
+    rerun = shlex.join(["ldssan", *argv, *([] if "--resume" in argv else ["--resume"])])
+    return f"{head}; {args.store} keeps them: resume with: {rerun}"
+
+
+def _write_outputs(args, record) -> None:
+    from . import report
+
+    md = report.to_markdown(record)
+    if args.markdown:
+        with open(args.markdown, "w", encoding="utf-8") as f:
+            f.write(md + "\n")
+    if args.json == "-":
+        print(report.to_json(record))
+    elif args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            f.write(report.to_json(record) + "\n")
+    if args.json != "-":
+        print(report.summary_text(record))
 
 
 class _Plain:

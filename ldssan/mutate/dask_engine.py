@@ -55,14 +55,15 @@ def parse_cluster(text: str) -> tuple[str, int | str]:
 _WORKER_DIR: str | None = None
 
 
-def run_task(task: Task) -> Outcome:
+def run_task(task: Task, parent_dir: str | None = None) -> Outcome:
     """The dask task: set the worker process up once (FlyDSL, a private variant folder
-    removed at exit), then evaluate one variant."""
+    removed at exit, inside `parent_dir` when given: the campaign's temp folder, which the
+    campaign removes even when its workers are killed), then evaluate one variant."""
     global _WORKER_DIR
     if _WORKER_DIR is None:
         from ldssan.variants import keep_temp
 
-        _WORKER_DIR = tempfile.mkdtemp(prefix="ldssan-mutate-dask-")
+        _WORKER_DIR = tempfile.mkdtemp(prefix="ldssan-mutate-dask-", dir=parent_dir)
         if not keep_temp():
             atexit.register(shutil.rmtree, _WORKER_DIR, True)
         init_worker(_WORKER_DIR)
@@ -72,8 +73,10 @@ def run_task(task: Task) -> Outcome:
 class DaskEngine(Engine):
     name = "dask"
 
-    def __init__(self, cluster: str) -> None:
+    def __init__(self, cluster: str, cache_dir: str | None = None) -> None:
         kind, arg = parse_cluster(cluster)
+        # a local cluster's workers share this machine: their folders go in the campaign's
+        self.workdir = cache_dir if kind == "local" else None
         try:
             import dask
             from distributed import Client, LocalCluster, as_completed
@@ -86,7 +89,7 @@ class DaskEngine(Engine):
                 with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
                     self.cluster = LocalCluster(n_workers=arg, threads_per_worker=1, processes=True,
                                                 host="127.0.0.1", dashboard_address=None, scheduler_port=0,
-                                                silence_logs=logging.ERROR)
+                                                silence_logs=logging.ERROR, local_directory=cache_dir)
                 self.client = Client(self.cluster)
             else:
                 self.client = Client(arg, timeout="30s")
@@ -99,7 +102,7 @@ class DaskEngine(Engine):
         self.futures: dict[str, tuple[object, Task]] = {}
 
     def submit(self, task: Task) -> None:
-        fut = self.client.submit(run_task, task, key=f"ldssan-mutant-{uuid.uuid4().hex}", retries=1, pure=False)
+        fut = self.client.submit(run_task, task, self.workdir, key=f"ldssan-mutant-{uuid.uuid4().hex}", retries=1, pure=False)
         self.futures[fut.key] = (fut, task)
         self.completed.add(fut)
 

@@ -67,8 +67,10 @@ class _Pool:
         return self.executor.submit(evaluate, task)
 
     def kill(self) -> None:
-        """Stop every worker this pool started (by pid), then the pool."""
-        pids = set()
+        """Stop every worker this pool started (by pid), then the pool. The executor's own
+        table has the workers still starting (not yet in `pids`): one killed mid-start must
+        not outlive the parent and find its pipes gone."""
+        pids = set(getattr(self.executor, "_processes", None) or ())
         while not self.pids.empty():
             try:
                 pids.add(self.pids.get())
@@ -86,6 +88,9 @@ class _Pool:
 
 
 def _init(cache_dir: str, pids) -> None:
+    # Ctrl-C reaches the terminal's whole process group: the parent stops the campaign and
+    # kills the workers (interrupt.py); a worker neither dies mid-result nor prints a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     pids.put(os.getpid())
     init_worker(cache_dir)
 

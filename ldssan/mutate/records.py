@@ -164,6 +164,7 @@ class CampaignRecord:
     machine: dict = field(default_factory=dict)
     engine: dict = field(default_factory=lambda: {"name": "local", "workers": 1})
     resumed: int = 0  # mutant results taken from the store instead of run
+    interrupted: str = ""  # the signal that stopped the campaign early (the record is partial)
 
     @property
     def ok(self) -> bool:
@@ -178,8 +179,14 @@ class CampaignRecord:
     def to_dict(self) -> dict:
         return {"campaign": "ldssan mutate", "ok": self.ok, "config": self.config, "machine": self.machine,
                 "engine": self.engine, "resumed": self.resumed, "seconds": round(self.seconds, 2),
+                **({"partial": True, "interrupted": self.interrupted} if self.interrupted else {}),
                 "summary": self.summary(), "kernels": [k.to_dict() for k in self.kernels],
                 "mutants": [m.public(k) for k in self.kernels for m in k.mutants]}
+
+    def finished(self) -> tuple[int, int]:
+        """(mutants with a result, mutants planned) over the kernels that were run."""
+        planned = [m for k in self.kernels if k.status != "skipped" for m in k.mutants]
+        return sum(1 for m in planned if m.status != "pending"), len(planned)
 
 
 _MUTANT_KEYS = set(MutantRecord.__dataclass_fields__)
@@ -195,7 +202,8 @@ def record_from_dict(data: dict) -> CampaignRecord:
         rec.mutants = [MutantRecord(**{key: v for key, v in m.items() if key in _MUTANT_KEYS}) for m in k["mutants"]]
         kernels.append(rec)
     return CampaignRecord(kernels, data["config"], data.get("seconds", 0.0), data.get("machine", {}),
-                          data.get("engine", {"name": "local", "workers": 1}), data.get("resumed", 0))
+                          data.get("engine", {"name": "local", "workers": 1}), data.get("resumed", 0),
+                          data.get("interrupted", ""))
 
 
 def summarize(mutants: list[MutantRecord], seconds: float) -> dict:

@@ -236,6 +236,10 @@ def to_markdown(record: CampaignRecord) -> str:
     verdict = "" if record.ok else ("\n**The campaign stopped at a clean baseline:** "
                                     + "; ".join(f"{k.name}: {k.message}" for k in record.kernels
                                                 if k.status == "baseline-failed") + "\n")
+    if record.interrupted:
+        done, total = record.finished()
+        verdict += (f"\n**Partial: interrupted by {record.interrupted}** after {done} of {total} mutants; "
+                    f"the others are listed as pending.\n")
     parts = ["## ldssan mutation campaign", verdict, summary_markdown(record), ""]
     parts += [kernel_markdown(k) + "\n" for k in record.kernels]
     return "\n".join(parts)

@@ -10,6 +10,10 @@ Every exception is caught and classified here, so a mutant never takes the worke
 | `timeout` | the per-mutant deadline passed (a timeout is never a detection) |
 | `equivalent` | its instrumented IR is identical to the clean kernel's, for every case |
 | `ran` | the campaign classifies it `killed` or `survived` from the verdicts |
+| `not-run` | clean baseline only: a --pytest case could not run as given (the test was skipped, needs a fixture, raised before launching, or launched no kernel) |
+
+Whatever a task raises reaches the parent as text (`Outcome.error`, "ExcType: message"):
+pytest's outcome exceptions and other BaseExceptions neither pickle nor end the worker.
 
 The per-mutant deadline is a `SIGALRM` timer when the task runs on the process's main
 thread (local pool workers), else a timer thread that raises `MutantTimeout` in the task's
@@ -61,7 +65,7 @@ class Task:
 class Outcome:
     kernel: str
     mutant_id: str | None
-    status: str  # ran | equivalent | not-compiled | crashed | timeout
+    status: str  # ran | equivalent | not-compiled | crashed | timeout | not-run (baseline only)
     violations: list[dict] = field(default_factory=list)  # {code, name, line, other_line, file, count}
     lint: list[dict] = field(default_factory=list)  # static fence-pairing findings, same shape
     launches: list[dict] = field(default_factory=list)  # {case, policy, ok, error}
@@ -257,6 +261,10 @@ def _cases(target: Target):
 
     key = f"{target.spec}|{'|'.join(target.pytest)}"
     if key not in _CASES:
+        if target.pytest:  # the kernel and its tests import from where pytest would import them
+            from .pytest_case import use_import_roots
+
+            use_import_roots(target)
         clean = _load(target, ()) if package_edits(target) else import_clean(target)
         if target.pytest:
             from .pytest_case import pytest_cases
@@ -303,6 +311,10 @@ def evaluate(task: Task) -> Outcome:
         out.status, out.error = "timeout", str(exc) or f"no result within {task.timeout:g} s"
     except Exception as exc:  # noqa: BLE001 - the campaign's own bug: report, do not die
         out.status, out.error = "crashed", _error_text(exc) + " (campaign) " + traceback.format_exc(limit=3)[-300:]
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - SystemExit, pytest outcomes...: named text, never the object
+        out.status, out.error = "crashed", _error_text(exc)
     out.seconds = round(time.perf_counter() - t0, 3)
     return out
 
@@ -326,7 +338,8 @@ def _evaluate(task: Task, out: Outcome) -> None:
     try:
         cases = _cases(task.target)
     except Exception as exc:  # noqa: BLE001
-        out.status, out.error = "crashed", "cases: " + _error_text(exc)
+        out.status = "not-run" if task.mutant_id is None and task.target.pytest else "crashed"
+        out.error = "cases: " + _error_text(exc)
         return
     out.cases = [c.name for c in cases]
     tag = "clean" if task.mutant_id is None else "mutant"
@@ -372,8 +385,13 @@ def _sanitize_cases(task: Task, module, cases, out: Outcome) -> bool:
             after = {n: id(a) for n, a in _compiled(module).items()}
             out.status = "crashed" if after != before or not _jit_functions(module) else "not-compiled"
             out.error = f"{case.name}: {_error_text(exc)}"
+            if _test_did_not_run(task, exc, col):
+                out.status = "not-run"
             if col is not None:
                 _collect(col, out)
+            return False
+        if _test_did_not_run(task, None, col):
+            out.status, out.error = "not-run", f"{case.name}: the test launched no FlyDSL kernel"
             return False
         _collect(col, out)
         for key, n in sync_sites(col.results).items():
@@ -381,6 +399,16 @@ def _sanitize_cases(task: Task, module, cases, out: Outcome) -> bool:
         fingerprints.append(ir_fingerprint(module, case))
     out.ir = tuple(fingerprints)
     return True
+
+
+def _test_did_not_run(task: Task, exc: Exception | None, col) -> bool:
+    """A --pytest case of the clean baseline that was skipped or refused, or raised before
+    launching, or launched nothing: the case, not the kernel, is what failed."""
+    from .pytest_case import PytestCaseError
+
+    if task.mutant_id is not None or not task.target.pytest:
+        return False
+    return isinstance(exc, PytestCaseError) or col is None or not col.results
 
 
 def _output_check(task: Task, module, cases, out: Outcome) -> None:

@@ -21,6 +21,7 @@ from contextlib import nullcontext
 import numpy as np
 
 from ldssan import hook
+from ldssan.decode import merge_reports
 from ldssan.runtime.records import Rule
 from ldssan.runtime.emu import emulate
 from ldssan.runtime.emu.taint import MAX_BITS, TaintSource, tracking
@@ -115,7 +116,9 @@ def explain(func=None, runs: int = 16, reference=None, row_dim: int = 0, *, poli
             raise RowsError(f"{getattr(func, '__name__', func)!r} launched no FlyDSL kernel: nothing ran on the "
                             "virtual gfx1250, so nothing was checked (it computes its outputs some other way)")
         step("sanitized")
-        violations = [v for r in col.results for v in r.report.violations if v.severity == "error"]
+        # one entry per race over all launches (a test launches its kernel many times)
+        merged = merge_reports(*(r.report for r in col.results)) if col.results else None
+        violations = [v for v in (merged.violations if merged else ()) if v.severity == "error"]
         races = [v for v in violations if int(v.rule) in RACE_RULES]
 
         t0 = time.perf_counter()

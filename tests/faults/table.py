@@ -302,6 +302,25 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
      "events give the host wall time between records; unrecorded or non-timing events raise as torch does",
      ("tests/gpu_style/test_vdevice_timing.py::test_the_profiler_reports_each_emulated_kernel_as_a_cuda_event",
       "tests/gpu_style/test_vdevice_timing.py::test_event_timing_refuses_what_torch_refuses")),
+    ("`ldssan mutate` gets SIGTERM, or Ctrl-C, while its workers run",
+     "stops the workers (also those still starting) and so the forkserver and resource tracker, removes "
+     "its temp folder, writes the partial --json/--markdown (marked partial), prints one line with how many "
+     "mutants finished and the command that resumes (or that --store is needed), no traceback; exit 143 / 130",
+     ("tests/mutate/test_interrupt.py::test_a_signal_mid_campaign_stops_every_process_and_says_how_to_resume",)),
+    ("the test given to `ldssan rows --pytest` / `ldssan mutate --pytest` is gated on a GPU "
+     "(module-level `skipif(not torch.cuda.is_available())` or `pytest.skip(allow_module_level=True)`)",
+     "runs it as `FLYDSL_LDSSAN=1 pytest` does: torch's GPU device is the virtual gfx1250 from collection on",
+     ("tests/rows/test_rows_gated.py::test_a_gpu_gated_test_runs_on_the_virtual_gpu",
+      "tests/mutate/test_pytest_gated.py::test_a_gpu_gated_test_is_the_case")),
+    ("the test given to `ldssan rows --pytest` / `ldssan mutate --pytest` is skipped, errors (collection, "
+     "setup or call) or launches no FlyDSL kernel (or, for rows, relaunches a `flyc.compile()` CompiledFunction, "
+     "which keeps the configuration it was compiled under)",
+     "rows: one line with pytest's reason, exit 2; mutate: the baseline gate fails naming the test and the "
+     "reason (exit 2), never a pickling error or a traceback; whatever a worker raises reaches the campaign "
+     "as `ExcType: message`",
+     ("tests/rows/test_rows_gated.py::test_a_test_that_does_not_launch_is_one_line_and_exit_2",
+      "tests/mutate/test_pytest_gated.py::test_a_skipped_test_stops_the_campaign_at_the_gate_with_the_reason",
+      "tests/mutate/test_pytest_gated.py::test_a_test_that_does_not_launch_fails_the_baseline_gate_by_name")),
 ]
 
 

@@ -33,7 +33,7 @@ from .syncbug import NOT_A_SYNC_BUG, RACE_FREE_PAIRS, survivor_class, sync_bug_r
 from .operators import Mutant, find_mutants
 from .records import HANG_ERRORS, CampaignRecord, KernelRecord, MutantRecord, distinct_rules
 from .store import BASELINE, Store, verdict_settings
-from .target import MissingKernel, Target, locate, source_digest
+from .target import MissingKernel, Target, kernel_name, locate, source_digest
 from .worker import Outcome, Task
 
 
@@ -166,7 +166,7 @@ def run_campaign(specs: list[str], config: CampaignConfig | None = None,
     kernels: list[KernelRecord] = []
     plans: dict[str, tuple[Target, list[Mutant]]] = {}
     for spec in specs:
-        rec = KernelRecord(spec, spec.rsplit(".", 1)[-1])
+        rec = KernelRecord(spec, kernel_name(spec))
         try:
             target, mutants = plan(spec, config.operators, config.only, config.pytest)
         except MissingKernel as exc:

@@ -75,20 +75,32 @@ class MissingKernel(LookupError):
     """The named kernel module or file does not exist (yet)."""
 
 
+def is_file_spec(spec: str) -> bool:
+    """A kernel given as a file path (else a dotted module name)."""
+    return spec.endswith(".py") or os.sep in spec
+
+
+def kernel_name(spec: str) -> str:
+    """The name a kernel is reported under: a file's stem, or a module's last part."""
+    if is_file_spec(spec):
+        return os.path.splitext(os.path.basename(spec))[0]
+    return spec.rsplit(".", 1)[-1]
+
+
 def locate(spec: str) -> Target:
     """Find a kernel's source file without importing it (FlyDSL stays out of the parent)."""
-    if spec.endswith(".py") or os.sep in spec:
+    if is_file_spec(spec):
         path = os.path.abspath(spec)
         if not os.path.isfile(path):
             raise MissingKernel(f"no such kernel file: {spec}")
-        return Target(spec, os.path.splitext(os.path.basename(path))[0], path, None)
+        return Target(spec, kernel_name(spec), path, None)
     try:
         found = importlib.util.find_spec(spec)
     except (ImportError, ValueError):
         found = None
     if found is None or not found.origin or not found.origin.endswith(".py"):
         raise MissingKernel(f"no module named {spec!r}")
-    return Target(spec, spec.rsplit(".", 1)[-1], found.origin, spec)
+    return Target(spec, kernel_name(spec), found.origin, spec)
 
 
 def register_cases(module: str, factory: Callable[[], list[Case]]) -> None:

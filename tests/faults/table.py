@@ -321,6 +321,9 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
      ("tests/rows/test_rows_gated.py::test_a_test_that_does_not_launch_is_one_line_and_exit_2",
       "tests/mutate/test_pytest_gated.py::test_a_skipped_test_stops_the_campaign_at_the_gate_with_the_reason",
       "tests/mutate/test_pytest_gated.py::test_a_test_that_does_not_launch_fails_the_baseline_gate_by_name")),
+    ("`ldssan mutate` is given a kernel file that does not exist",
+     "the kernel is skipped under its file's stem with `no such kernel file: PATH` (it was named \"py\")",
+     ("tests/mutate/test_campaign.py::test_missing_kernel_file_is_named_by_its_stem_not_its_extension",)),
 ]
 
 

@@ -122,6 +122,14 @@ def test_missing_kernel_is_skipped_with_a_message(capsys):
     assert "skipped: no module named" in capsys.readouterr().out
 
 
+def test_missing_kernel_file_is_named_by_its_stem_not_its_extension(tmp_path):
+    missing = str(tmp_path / "missing_kernel.py")
+    record = run_campaign([missing], CampaignConfig(jobs=1))
+    (k,) = record.kernels
+    assert k.status == "skipped" and k.name == "missing_kernel"  # it read "py" before
+    assert k.message == f"no such kernel file: {missing}"
+
+
 def test_dry_run_lists_every_site(write_kernel, capsys):
     path = write_kernel()
     assert ldssan_main(["mutate", path, "--dry-run"]) == 0

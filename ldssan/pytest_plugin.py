@@ -21,10 +21,13 @@ _WRITTEN = pytest.StashKey[str]()  # the terminal line about the report file
 _PER_TEST = pytest.StashKey[dict]()  # nodeid -> launches, kernels, sites, violations
 _NOTES = pytest.StashKey[list]()  # (level, text): launches that deadlocked or timed out
 _LINT = pytest.StashKey[dict]()  # (code, access, barrier) -> (warning, first test): lint warnings
+_UNCHECKED = pytest.StashKey[dict]()  # nodeid -> (launcher calls, notes): called, not checked
 
 MODE_HELP = "fail: a test whose launches have violations fails; warn: report only"
-REQUIRE_HELP = "fail the run if ldssan is on and no FlyDSL kernel was launched (nothing was checked)"
+REQUIRE_HELP = ("fail the run if ldssan is on and no FlyDSL kernel was launched (nothing was checked), and "
+                "each test that called a FlyDSL launcher but had no launch checked")
 NOTHING_CHECKED = "ldssan: NOTHING WAS CHECKED: no FlyDSL kernel was launched"
+UNCHECKED = "called, not checked"
 MARKER_HELP = ("ldssan(expect=None): the test's FlyDSL launches are expected to produce exactly these "
                "ldssan rule codes (e.g. expect=['LDS001']); the test fails if they are missing, and "
                "other violations still fail it")
@@ -82,6 +85,7 @@ def pytest_configure(config):
     config.stash[_PER_TEST] = {}
     config.stash[_NOTES] = []
     config.stash[_LINT] = {}
+    config.stash[_UNCHECKED] = {}
     if on:
         from . import hook
         from .runtime.device.hardware import HardwareUnavailable
@@ -125,18 +129,27 @@ def pytest_runtest_call(item):
         return (yield)
     from . import hook
 
+    from .runtime.emu import frontend
     from .runtime.emu.sched import DeadlockError
     from .runtime.emu.wave import StepBudgetExceeded
 
     hook.collector().take()
+    frontend.CALLS.take()
+    raised = True
     try:
-        return (yield)
+        out = yield
+        raised = False
+        return out
     except (DeadlockError, StepBudgetExceeded) as exc:
         # the run did not complete: the report file says so (SARIF: executionSuccessful false)
         item.config.stash[_NOTES].append(("error", f"{item.nodeid}: {type(exc).__name__}: {exc}"))
         raise
     finally:
-        _check(item, hook.collector().take())
+        results = hook.collector().take()
+        try:
+            _check(item, results)
+        finally:
+            _check_calls(item, results, *frontend.CALLS.take(), fail=not raised)
 
 
 def _check(item, results) -> None:
@@ -171,6 +184,37 @@ def _check(item, results) -> None:
     if _setting(item.config, "--ldssan-mode", "mode") == "fail":
         text = render_text(report, max_violations=opts.get("max_reports"))
         pytest.fail(f"ldssan found LDS synchronization violations:\n{text}", pytrace=False)
+
+
+def _check_calls(item, results, calls: int, checked: int, notes: list[str], *, fail: bool) -> None:
+    """A test that asked FlyDSL for launches (`@flyc.jit` calls, `flyc.compile`, compiled
+    function calls) but had none checked passed on nothing: it is listed in the summary
+    and the report ("called, not checked"), and fails under --ldssan-require-launch
+    (`fail`: unless the test already failed, whose own error stays the one shown)."""
+    entry = item.config.stash[_PER_TEST].setdefault(item.nodeid, {"launches": len(results)})
+    entry["calls"] = calls
+    # `checked` also counts launches a test sanitized itself (`with ldssan.sanitize()`)
+    entry["not_checked"] = unchecked = calls > 0 and not results and not checked
+    for text in notes:
+        item.config.stash[_NOTES].append(("warning", f"{item.nodeid}: {text}"))
+    if not unchecked:
+        return
+    why = notes[0] if notes else "no launch reached the sanitizer"
+    item.config.stash[_UNCHECKED][item.nodeid] = (calls, why)
+    item.config.stash[_NOTES].append(("warning", f"{item.nodeid}: {UNCHECKED}: {calls} launcher calls, 0 checked"))
+    if fail and item.config.getoption("--ldssan-require-launch"):
+        pytest.fail(f"ldssan: {UNCHECKED}: the test called FlyDSL launchers {calls} times but no launch was "
+                    f"checked ({why}); --ldssan-require-launch fails it", pytrace=False)
+
+
+def _write_unchecked(tr, config) -> None:
+    found = config.stash[_UNCHECKED]
+    if not found:
+        return
+    tr.write_sep("-", f"ldssan: {len(found)} tests {UNCHECKED} (they called FlyDSL launchers; no launch was checked)",
+                 yellow=True)
+    for nodeid, (calls, why) in found.items():
+        tr.write_line(f"{nodeid}: {calls} launcher calls, 0 checked: {why}", yellow=True)
 
 
 def _note_warnings(item, results) -> None:
@@ -231,6 +275,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if hidden > 0:
         tr.write_line(f"({hidden} more hidden; use -v)")
     _write_warnings(tr, config)
+    _write_unchecked(tr, config)
     if not results:
         tr.write_sep("!", NOTHING_CHECKED, red=True, bold=True)
         tr.write_line("ldssan was on, but no test launched a FlyDSL kernel: did every kernel test skip "

@@ -9,21 +9,30 @@
 Built on torch's own extension points: a `TorchFunctionMode` (`_mode.py`) maps the GPU device
 onto host memory for factory functions (`device="cuda"`, `"cuda:0"`, `torch.device("cuda")`,
 `device=0`, `torch.set_default_device("cuda")`), `Tensor.cuda()`, `.to("cuda")`, `.cpu()`,
-and results computed from GPU tensors (`empty_like`, views, arithmetic); and the `torch.cuda`
-query, stream, event and seed functions are replaced while installed (`_cuda.py`) and
-restored on `uninstall()`.
+and results computed from GPU tensors (`empty_like`, views, arithmetic), and answers
+`x.device` (`cuda:0`), `x.is_cuda`, `x.get_device()` for them; and the `torch.cuda` query,
+stream, event and seed functions are replaced while installed (`_cuda.py`) and restored on
+`uninstall()`.
+
+A GPU tensor is a GPU tensor to the test's code (`device == torch.device("cuda", 0)`, dicts
+keyed by device, `torch.empty(..., device=x.device)`, `.to(x.device)`, `*_like`, modules moved
+with `.cuda()`), and a host tensor whose `data_ptr()` the virtual gfx1250 reads. `.cpu()` is a
+plain CPU tensor. As on hardware, mixing a host tensor of 1+ dims into a GPU op raises torch's
+"Expected all tensors to be on the same device", and `torch.testing.assert_close(gpu, cpu)`
+fails on the device attribute (compare `gpu.cpu()`).
 
 Supported: one device (`cuda` / `cuda:0`); `is_available`, `device_count`, `current_device`,
 `set_device(0)`, `get_device_name/properties/capability` (gcnArchName `gfx1250`, warp 32,
 320 KiB LDS, a small virtual CU count), `synchronize`, `current_stream`, `default_stream`,
 `Stream`, `ExternalStream`, `stream(...)`, `Event` (complete when recorded; `elapsed_time`
-warns `TimingNotMeasured` and returns NaN), `manual_seed[_all]` (the device shares the host
-generator), rng state, allocator statistics (reported as 0: not tracked), and
-`torch.testing.assert_close` between GPU and CPU tensors.
+is the host wall time between the records), `torch.profiler` with CUDA activity (each
+emulated kernel is a CUDA event whose duration is the emulator's wall time: `_timing`),
+`manual_seed[_all]` (the device shares the host generator), rng state, and allocator
+statistics (reported as 0 / empty: not tracked).
 
 Not supported, and what happens:
-- GPU tensors report `device.type == "cpu"` and `is_cuda == False` (they are host tensors);
-  code that branches on a tensor's device sees the host.
+- what a GPU tensor does in host memory stays possible: `.numpy()`, DLPack exports (they
+  describe host memory), reading it from another thread (which sees a CPU tensor).
 - CUDA/HIP graphs (`torch.cuda.graph`, `CUDAGraph`, `make_graphed_callables`),
   `torch.cuda._sleep`, IPC events, and any device index other than 0: `VirtualDeviceError`
   naming the call and its source line.
@@ -37,7 +46,7 @@ import threading
 
 import torch
 
-from . import _flydsl
+from . import _flydsl, _timing
 from ._errors import VirtualDeviceError
 from ._mode import DeviceMapMode, on_device
 
@@ -49,7 +58,8 @@ _saved: dict[str, object] | None = None
 _mode: DeviceMapMode | None = None
 
 
-_FLYDSL = "<flydsl launch predicates>"  # a key of `_saved` that is not a torch.cuda name
+_FLYDSL = "<flydsl launch predicates>"  # keys of `_saved` that are not torch.cuda names
+_TIMING = "<profiler and launch timing seams>"
 
 
 def real_gpu_present() -> bool:
@@ -73,15 +83,6 @@ def active() -> bool:
     return _saved is not None
 
 
-def _push_at_bottom(mode: DeviceMapMode) -> None:
-    # Below any mode already pushed (e.g. torch.set_default_device's DeviceContext), so a
-    # device those modes add is still mapped by this one.
-    above = [torch._C._pop_torch_function_stack() for _ in range(torch._C._len_torch_function_stack())]
-    torch._C._push_on_torch_function_stack(mode)
-    for m in reversed(above):
-        torch._C._push_on_torch_function_stack(m)
-
-
 def _remove(mode: DeviceMapMode) -> None:
     stack = [torch._C._pop_torch_function_stack() for _ in range(torch._C._len_torch_function_stack())]
     for m in reversed(stack):
@@ -101,8 +102,11 @@ def install() -> None:
         for name, value in API.items():
             setattr(torch.cuda, name, value)
         _mode = DeviceMapMode()
-        _push_at_bottom(_mode)
+        # on top of any mode already pushed; torch.set_default_device's DeviceContext stays at
+        # the bottom, where torch expects it (its device is looked up by the mode)
+        torch._C._push_on_torch_function_stack(_mode)
         saved[_FLYDSL] = _flydsl.install()  # flyc.compile launches with virtual-GPU tensors, as on hardware
+        saved[_TIMING] = _timing.install()  # torch.profiler's CUDA activity sees the emulated kernels
         _saved = saved
 
 
@@ -113,6 +117,7 @@ def uninstall() -> None:
         if _saved is None:
             return
         _flydsl.uninstall(_saved.pop(_FLYDSL))
+        _timing.uninstall(_saved.pop(_TIMING))
         for name, value in _saved.items():
             if value is _MISSING:
                 delattr(torch.cuda, name)

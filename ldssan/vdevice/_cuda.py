@@ -1,8 +1,9 @@
 """What `torch.cuda` answers while the virtual gfx1250 is installed.
 
 Launches on the virtual gfx1250 finish before the launching call returns, so every stream
-is always idle: synchronization is a no-op, events complete when recorded, and timing is
-not measured (`Event.elapsed_time` warns and returns NaN). The device shares the host's
+is always idle: synchronization is a no-op, events complete when recorded, and
+`Event.elapsed_time` is the host wall time between the two records (the emulation's time,
+see `_timing`). The device shares the host's
 random generator: `torch.cuda.manual_seed(s)` seeds it, so `torch.randn(..., device="cuda")`
 is reproducible the way a test expects.
 """
@@ -10,15 +11,14 @@ is reproducible the way a test expects.
 from __future__ import annotations
 
 import itertools
-import math
 import os
-import warnings
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 
-from ._errors import unsupported
+from ._errors import caller, unsupported
 from ._mode import cuda_index
 
 NAME = "Virtual gfx1250 (ldssan)"
@@ -126,12 +126,9 @@ def ExternalStream(stream_ptr, device=None):
     return Stream(device, stream_ptr=stream_ptr)
 
 
-class TimingNotMeasured(UserWarning):
-    """`Event.elapsed_time` on the virtual gfx1250: there is no device clock."""
-
-
 class Event(_ORIG_EVENT):
-    """An event of the virtual device: complete as soon as it is recorded."""
+    """An event of the virtual device: complete as soon as it is recorded; with
+    `enable_timing`, it keeps the host clock at its last `record()`."""
 
     def __new__(cls, *args, **kwargs):
         return object.__new__(cls)
@@ -139,9 +136,11 @@ class Event(_ORIG_EVENT):
     def __init__(self, enable_timing=False, blocking=False, interprocess=False, external=False):
         self.enable_timing = enable_timing
         self.recorded = False
+        self._at_ns = 0
 
     def record(self, stream=None) -> None:
         self.recorded = True
+        self._at_ns = time.perf_counter_ns()
 
     def wait(self, stream=None) -> None:
         return None
@@ -153,10 +152,15 @@ class Event(_ORIG_EVENT):
         return None
 
     def elapsed_time(self, end_event) -> float:
-        warnings.warn(TimingNotMeasured(
-            "ldssan virtual gfx1250: Event.elapsed_time is not measured (kernels run in the "
-            "emulator, not on a GPU clock); returning NaN"), stacklevel=2)
-        return math.nan
+        """Milliseconds between this event's record and `end_event`'s, as torch reports it:
+        here the host wall time (emulated launches and host work), not a GPU clock."""
+        if not (self.enable_timing and getattr(end_event, "enable_timing", False)):
+            raise RuntimeError("Both events must be created with argument 'enable_timing=True'. "
+                               f"(ldssan virtual gfx1250, at {caller()})")
+        if not (self.recorded and end_event.recorded):
+            raise RuntimeError("Both events must be recorded before calculating elapsed time. "
+                               f"(ldssan virtual gfx1250, at {caller()})")
+        return (end_event._at_ns - self._at_ns) / 1e6
 
     def ipc_handle(self):
         raise unsupported("Event.ipc_handle", "no inter-process GPU memory")
@@ -294,6 +298,13 @@ API = {
     "memory_reserved": _zero,
     "max_memory_reserved": _zero,
     "mem_get_info": lambda device=None: (PROPERTIES.total_memory, PROPERTIES.total_memory),
+    "memory_stats": lambda device=None: {},
+    "memory_stats_as_nested_dict": lambda device=None: {},
+    "reset_accumulated_memory_stats": _none,
+    "reset_max_memory_allocated": _none,
+    "reset_max_memory_cached": _none,
+    "memory_cached": _zero,
+    "max_memory_cached": _zero,
     "graph": _raiser("torch.cuda.graph", _GRAPHS),
     "CUDAGraph": _raiser("torch.cuda.CUDAGraph", _GRAPHS),
     "make_graphed_callables": _raiser("torch.cuda.make_graphed_callables", _GRAPHS),

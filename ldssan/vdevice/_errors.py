@@ -12,7 +12,7 @@ class VirtualDeviceError(RuntimeError):
     """A torch GPU feature the virtual gfx1250 does not provide (names the call and where)."""
 
 
-def _caller() -> str:
+def caller() -> str:
     """`file:line` of the innermost frame outside torch and this package."""
     frame = sys._getframe(1)
     while frame is not None:
@@ -25,5 +25,5 @@ def _caller() -> str:
 
 def unsupported(what: str, why: str) -> VirtualDeviceError:
     return VirtualDeviceError(
-        f"ldssan virtual gfx1250: {what} is not supported ({why}), called at {_caller()}. "
+        f"ldssan virtual gfx1250: {what} is not supported ({why}), called at {caller()}. "
         "Run this test on a real GPU, or skip it when ldssan.vdevice.active() is true.")

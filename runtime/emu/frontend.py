@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from ldssan.passes import locations
 from ldssan.passes.ir.irview import view_module
 from .launch import AUTO, Launcher, bind_pointers, host_arguments
-from .memory import GlobalMemory
+from .memory import GlobalMemory, in_host_memory
 from .sched import Policy
 
 SENTINEL = "ldssan"
@@ -676,7 +676,7 @@ def _register_tensors(gmem: GlobalMemory, args, params=None) -> None:
 
     def visit(obj, name: str, depth: int) -> None:
         if isinstance(obj, torch.Tensor):
-            if depth >= _REACH_DEPTH - 1 or obj.device.type == "cpu":
+            if depth >= _REACH_DEPTH - 1 or in_host_memory(obj):
                 gmem.add_tensor(obj, name=name)
             return
         if depth == 0 or id(obj) in seen or isinstance(obj, (str, bytes, int, float, type)):

@@ -39,6 +39,15 @@ class Region:
     name: str
 
 
+def in_host_memory(tensor) -> bool:
+    """Whether a tensor's bytes are host memory. Asked of the storage, not `tensor.device`:
+    torch's virtual GPU (ldssan.vdevice) reports cuda:0 for tensors that live in host memory."""
+    try:
+        return tensor.untyped_storage().device.type == "cpu"
+    except (RuntimeError, NotImplementedError, TypeError):
+        return False  # sparse / nested: no single storage the kernel could address
+
+
 class GlobalMemory:
     """The regions a launch may touch. With `reach_process` set, an access that misses them
     may still land in any live CPU tensor of the process (`PROCESS_TENSORS`): for launches
@@ -62,7 +71,7 @@ class GlobalMemory:
         self.regions.insert(i, Region(base, size, view, name))
 
     def add_tensor(self, tensor, name: str = "") -> None:
-        if tensor.device.type != "cpu":
+        if not in_host_memory(tensor):
             raise EmuMemoryError(
                 f"the virtual gfx1250 runs on CPU tensors; argument {name or '?'} is on {tensor.device}")
         storage = tensor.untyped_storage()
@@ -187,9 +196,9 @@ def _cpu_storage(tensor) -> tuple[int, int] | None:
     """(base, nbytes) of a CPU tensor's storage; None for other devices and storage-less
     tensors (sparse, nested, meta), which hold no host bytes the kernel could reach."""
     try:
-        if tensor.device.type != "cpu":
-            return None
         storage = tensor.untyped_storage()
+        if storage.device.type != "cpu":
+            return None
         base, size = storage.data_ptr(), storage.nbytes()
     except (RuntimeError, NotImplementedError, TypeError):
         return None

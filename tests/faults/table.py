@@ -122,6 +122,19 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
     ("importing a bundled kernel",
      "sets no environment variable (the gfx1250 target is set only around a launch, then restored)",
      (f"{K}::test_importing_the_kernels_sets_no_environment_variable",)),
+    ("a test on the virtual GPU mixes a host tensor (1+ dims) into an op on a GPU tensor, or compares "
+     "a GPU tensor with a host one in `torch.testing.assert_close`",
+     "what a GPU does: torch's \"Expected all tensors to be on the same device … cuda:0 and cpu\" naming "
+     "the op and the line (host scalars, copies, indexing with host indices still allowed); the "
+     "`'device' do not match` assertion",
+     ("tests/gpu_style/test_vdevice_identity.py::test_mixing_a_host_tensor_into_a_gpu_op_fails_as_on_hardware",
+      "tests/gpu_style/test_vdevice.py::test_transfers_copy_exactly_when_they_cross_sides")),
+    ("a GPU test times kernels on the virtual GPU (`torch.profiler` with CUDA activity, "
+     "`torch.cuda.Event(enable_timing=True).elapsed_time`)",
+     "each emulated kernel is a CUDA profiler event (name, one per launch, the emulator's wall time); "
+     "events give the host wall time between records; unrecorded or non-timing events raise as torch does",
+     ("tests/gpu_style/test_vdevice_timing.py::test_the_profiler_reports_each_emulated_kernel_as_a_cuda_event",
+      "tests/gpu_style/test_vdevice_timing.py::test_event_timing_refuses_what_torch_refuses")),
     ("`flyc.compile(fn, *args)` (or a wrapper on it) is given host tensors, `from_dlpack` / `from_torch_tensor` "
      "wrappers or virtual-GPU tensors while ldssan is on",
      "it launches on its first call exactly as on hardware with device buffers (host memory is the virtual "

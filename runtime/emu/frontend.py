@@ -496,7 +496,7 @@ def _device_memory(value) -> bool:
     if isinstance(value, TorchTensorJitArg):
         value = value.torch_tensor
     if isinstance(value, torch.Tensor):
-        return value.device.type == "cpu"
+        return in_host_memory(value)  # a host tensor, or one on ldssan's virtual GPU
     if isinstance(value, DLTensorJitArg):
         return bool(value.dladaptor.data_ptr) and value.dladaptor.address_space == _DL_HOST
     return False

@@ -181,6 +181,37 @@ def test_every_launch_form_is_checked_under_enable(enabled, form, is_racy):
     _assert_verdict(kind, is_racy, out, results)
 
 
+@pytest.fixture
+def enabled_virtual():
+    """`ldssan.enable()` with torch's GPU device the virtual gfx1250, as FLYDSL_LDSSAN=1 on a
+    host without a GPU."""
+    hook.collector().take()
+    hook.enable(device="virtual")
+    try:
+        yield hook.collector()
+    finally:
+        hook.disable()
+        hook.collector().take()
+
+
+@pytest.mark.parametrize("is_racy", [False, True], ids=["clean", "racy"])
+@pytest.mark.parametrize("wrap", ["tensor", "from_dlpack", "later call"])
+def test_virtual_gpu_tensors_launch_at_compile_and_are_checked(enabled_virtual, wrap, is_racy):
+    # the issue's case: an output allocated with device=x.device, passed as is or through
+    # from_dlpack, to flyc.compile -- it compiled only and nothing was checked
+    x = torch.zeros(N, dtype=torch.int32, device="cuda")
+    out = torch.full((N,), -1, dtype=torch.int32, device=x.device)
+    assert out.is_cuda
+    fn = racy if is_racy else clean
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", frontend.LaunchNotRun)
+        if wrap == "later call":
+            _later(fn, lambda t: t)(out, enabled_virtual)
+        else:
+            flyc.compile(fn, flyc.from_dlpack(out) if wrap == "from_dlpack" else out)
+    _assert_verdict("tensor", is_racy, out.cpu(), enabled_virtual.take())
+
+
 def test_a_compile_with_a_placeholder_beside_live_memory_says_it_did_not_launch():
     # FlyDSL takes a meta tensor for a compile placeholder, on hardware too: no launch. With
     # live memory beside it a launch was evidently meant, so ldssan says so, naming it.

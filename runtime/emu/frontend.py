@@ -21,16 +21,16 @@ import ctypes
 import enum
 import hashlib
 import os
-import sys
 import threading
 import types
-import warnings
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ldssan.passes import locations
 from ldssan.passes.ir.irview import view_module
+from . import calls
+from .calls import CALLS, LaunchNotRun  # noqa: F401  (the pytest plugin's and users' names)
 from .launch import AUTO, Launcher, bind_pointers, host_arguments
 from .memory import GlobalMemory, in_host_memory
 from .sched import Policy
@@ -81,6 +81,11 @@ def register_pass(kind: str, fn) -> None:
 
 def _compile_only() -> bool:
     return os.environ.get("COMPILE_ONLY", "0") not in ("", "0")
+
+
+def _launching() -> bool:
+    """A launch now runs here: a config is active and FlyDSL is not compiling only."""
+    return current() is not None and not _compile_only()
 
 
 def force_gfx1250() -> None:
@@ -192,7 +197,7 @@ def install() -> None:
     jit_function.MlirCompiler.prepare = classmethod(prepare)
     jit_function.CompiledArtifact = _artifact_class()
     jit_function.JitFunction._compile_or_execute = _cached_launch(jit_function.JitFunction._compile_or_execute)
-    _install_launch_decision(jit_function)
+    calls.install(jit_function, _launching)
     _installed = True
 
 
@@ -318,11 +323,11 @@ def _cached_launch(orig):
 
     def compile_or_execute(self, args, kwargs, *, execute, return_compiled=False):
         cfg = current()
-        if cfg is None or not execute or _compile_only() or _tracing():
+        if cfg is None or not execute or _compile_only() or calls.tracing():
             return orig(self, args, kwargs, execute=execute, return_compiled=return_compiled)
         CALLS.count()
         if return_compiled:
-            return _compiled(orig, self, args, kwargs)
+            return calls.compiled(orig, self, args, kwargs)
         key, bound = _specialization(self, args, kwargs, cfg)
         hit = None if key is None else _LAUNCHES.get(self, {}).get(key)
         if hit is not None and self._mem_cache.get(hit[0]) is hit[1]:
@@ -433,162 +438,6 @@ def _cell_full(cell) -> bool:
     except ValueError:
         return False
     return True
-
-
-# --- launch decisions: which FlyDSL calls launch, and what the pytest plugin counts.
-
-class LaunchNotRun(UserWarning):
-    """`flyc.compile(fn, *args)` under ldssan compiled but did not launch although live
-    memory was passed: the kernel is not checked until the compiled function is called."""
-
-
-class CallLog:
-    """The FlyDSL launch requests seen while a config is active: `@flyc.jit` calls,
-    `flyc.compile(fn, *args)` calls and calls of a compiled function (each one request,
-    whatever it launched), and the notes of compiles that did not launch. The pytest
-    plugin takes it around each test: calls with no checked launch are reported."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.calls = 0
-        self.checked = 0  # sanitized host calls, whichever collector took their results
-        self.notes: list[str] = []
-
-    def count(self) -> None:
-        with self._lock:
-            self.calls += 1
-
-    def checked_one(self) -> None:
-        with self._lock:
-            self.checked += 1
-
-    def note(self, text: str) -> None:
-        with self._lock:
-            self.notes.append(text)
-
-    def take(self) -> tuple[int, int, list[str]]:
-        """(requests, sanitized host calls, notes) since the last take; resets them."""
-        with self._lock:
-            out = (self.calls, self.checked, self.notes)
-            self.calls, self.checked, self.notes = 0, 0, []
-        return out
-
-
-CALLS = CallLog()
-
-
-def _tracing() -> bool:
-    """A launcher called inside another's trace: FlyDSL inlines it, nothing launches."""
-    from flydsl._mlir import ir
-
-    return ir.Context.current is not None
-
-
-def _device_memory(value) -> bool:
-    """Under an active config, memory the virtual gfx1250 reads is the device's memory: a
-    host torch tensor (plain, `from_torch_tensor`) or a host DLPack tensor (`from_dlpack`)
-    with storage. Not a meta tensor or a null pointer (FlyDSL's own placeholders)."""
-    if current() is None or _compile_only():
-        return False
-    import torch
-    from flydsl.compiler.jit_argument import DLTensorJitArg, TorchTensorJitArg
-
-    if isinstance(value, TorchTensorJitArg):
-        value = value.torch_tensor
-    if isinstance(value, torch.Tensor):
-        return in_host_memory(value)  # a host tensor, or one on ldssan's virtual GPU
-    if isinstance(value, DLTensorJitArg):
-        return bool(value.dladaptor.data_ptr) and value.dladaptor.address_space == _DL_HOST
-    return False
-
-
-_DL_HOST = 0  # FlyDSL's DLTensorAdaptor.address_space: 0 host, 1 device
-
-
-def _install_launch_decision(jf) -> None:
-    """FlyDSL's `flyc.compile(fn, *args)` launches on its first call only when an argument
-    is live device memory (`_has_live_device_argument`) and none is a compile placeholder
-    (`_is_compile_placeholder`). Under ldssan, host memory is the device's memory, so a
-    compile launches exactly when it would on hardware with device buffers. Both
-    predicates are module globals FlyDSL looks up per call (struct fields recurse through
-    them), so wrapping the globals covers every argument form."""
-    orig_live, orig_placeholder = jf._has_live_device_argument, jf._is_compile_placeholder
-
-    def has_live_device_argument(value):
-        return _device_memory(value) or orig_live(value)
-
-    def is_compile_placeholder(value, **kwargs):
-        return False if _device_memory(value) else orig_placeholder(value, **kwargs)
-
-    jf._has_live_device_argument = has_live_device_argument
-    jf._is_compile_placeholder = is_compile_placeholder
-    jf.CompiledFunction.__call__ = _counted(jf.CompiledFunction.__call__)
-
-
-def _counted(call):
-    def __call__(self, *args):
-        if current() is not None and not _compile_only():
-            CALLS.count()
-        return call(self, *args)
-
-    return __call__
-
-
-def _compiled(orig, jf, args, kwargs):
-    """`flyc.compile(fn, *args)` under an active config: FlyDSL decides whether it launches
-    (with the predicates above); a compile that did not launch although live memory was
-    passed is said (a `LaunchNotRun` warning and a note for the test's report)."""
-    compiled = orig(jf, args, kwargs, execute=True, return_compiled=True)
-    if compiled is not None and getattr(compiled, "_call_state", True) is None:
-        text = _not_launched_text(jf, args, kwargs)
-        if text is not None:
-            path, line = _user_line()
-            text += f" (at {path}:{line})"
-            CALLS.note(text)
-            warnings.warn_explicit(LaunchNotRun(text), LaunchNotRun, path, line)
-    return compiled
-
-
-def _user_line() -> tuple[str, int]:
-    """(file, line) of the innermost caller outside FlyDSL and ldssan."""
-    import flydsl
-
-    top = sys.modules.get("ldssan")
-    skip = (os.path.dirname(flydsl.__file__), os.path.dirname(os.path.dirname(__file__)),
-            *((os.path.dirname(top.__file__),) if top is not None and top.__file__ else ()))
-    frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith(skip):
-        frame = frame.f_back
-    return ("<unknown>", 0) if frame is None else (frame.f_code.co_filename, frame.f_lineno)
-
-
-def _not_launched_text(jf, args, kwargs) -> str | None:
-    """Why a compile with live memory did not launch (its placeholder arguments), or None
-    when no argument was live memory (a compile-only request, as on hardware)."""
-    from flydsl.compiler import jit_function
-
-    bound = jf._sig.bind(*args, **kwargs)
-    bound.apply_defaults()
-    values = bound.arguments
-    if not any(jit_function._has_live_device_argument(v) for v in values.values()):
-        return None
-    held = [f"'{n}' ({_describe(v)})" for n, v in values.items()
-            if jit_function._is_compile_placeholder(v, allow_null_pointers=True)]
-    name = getattr(jf.func, "__qualname__", "?")
-    return (f"ldssan: flyc.compile({name}, ...) compiled but did not launch: FlyDSL takes argument(s) "
-            f"{', '.join(held) or '(none named)'} for compile placeholders, so no kernel ran or was "
-            "checked here; a call of the compiled function with device memory launches it")
-
-
-def _describe(value) -> str:
-    t = getattr(value, "torch_tensor", value)
-    device = getattr(t, "device", None)
-    if device is not None:
-        return f"a tensor on device '{device}'"
-    pointer = getattr(value, "pointer", None)
-    if pointer is not None and getattr(pointer, "value", 0) is None:
-        return "a null pointer"
-    return type(value).__name__
 
 
 class EmuCallState:

@@ -46,7 +46,7 @@ import threading
 
 import torch
 
-from . import _flydsl, _timing
+from . import _autograd, _flydsl, _timing
 from ._errors import VirtualDeviceError
 from ._mode import DeviceMapMode, on_device
 
@@ -60,6 +60,7 @@ _mode: DeviceMapMode | None = None
 
 _FLYDSL = "<flydsl launch predicates>"  # keys of `_saved` that are not torch.cuda names
 _TIMING = "<profiler and launch timing seams>"
+_AUTOGRAD = "<autograd Function apply and backward>"
 
 
 def real_gpu_present() -> bool:
@@ -107,6 +108,7 @@ def install() -> None:
         torch._C._push_on_torch_function_stack(_mode)
         saved[_FLYDSL] = _flydsl.install()  # flyc.compile launches with virtual-GPU tensors, as on hardware
         saved[_TIMING] = _timing.install()  # torch.profiler's CUDA activity sees the emulated kernels
+        saved[_AUTOGRAD] = _autograd.install(_mode)  # custom backward passes see GPU tensors too
         _saved = saved
 
 
@@ -118,6 +120,7 @@ def uninstall() -> None:
             return
         _flydsl.uninstall(_saved.pop(_FLYDSL))
         _timing.uninstall(_saved.pop(_TIMING))
+        _autograd.uninstall(_saved.pop(_AUTOGRAD))
         for name, value in _saved.items():
             if value is _MISSING:
                 delattr(torch.cuda, name)

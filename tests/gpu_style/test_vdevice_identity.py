@@ -130,3 +130,56 @@ def test_mixing_a_host_tensor_into_a_gpu_op_fails_as_on_hardware(gpu):
     assert x[torch.tensor([3, 0])].tolist() == [3, 0]
     x[torch.tensor([0])] = torch.tensor(9.0)
     assert x.tolist() == [9, 1, 2, 3] and x.view_as(host).is_cuda
+
+
+def _function_launching(kernel, launches: dict):
+    """An autograd Function whose forward and backward each launch `kernel` into a buffer
+    made with `device=x.device`, and key their launcher cache by device, as GPU code does."""
+
+    class Launching(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            launches.setdefault(x.device, kernel.launch)  # a device-keyed launcher cache
+            out = torch.zeros(N, dtype=torch.int32, device=x.device)
+            launches[x.device](out)
+            ctx.save_for_backward(x)
+            return x * 2, out
+
+        @staticmethod
+        def backward(ctx, grad, _grad_out):
+            (x,) = ctx.saved_tensors
+            assert x.device == grad.device == CUDA0, (x.device, grad.device)  # GPU tensors in backward too
+            out = torch.zeros(N, dtype=torch.int32, device=grad.device)
+            launches[grad.device](out)  # KeyError if backward saw the host
+            launches["backward"] = out.cpu()
+            return grad * 2
+
+    return Launching
+
+
+@pytest.mark.parametrize("racy", [False, True], ids=["clean", "racy"])
+def test_a_custom_functions_backward_sees_gpu_tensors(gpu, kernels, racy):
+    launches: dict = {}
+    x = torch.ones(4, device="cuda", requires_grad=True)
+    with ldssan.sanitize() as col:
+        y, out = _function_launching(kernels[racy], launches).apply(x)
+        y.sum().backward()
+    assert len(col.results) == 2 and x.grad.is_cuda and x.grad.tolist() == [2, 2, 2, 2]
+    if racy:
+        assert col.violations and all(v.code == "LDS001" and {v.site.text.strip(), v.other_site.text.strip()}
+                                      == RACE_LINES for v in col.violations)
+    else:
+        assert not col.violations
+        want = [(i + 1) % N * 10 for i in range(N)]
+        assert out.cpu().tolist() == want and launches["backward"].tolist() == want
+
+
+def test_uninstall_restores_autograd():
+    if vdevice.active() or hook.enabled():
+        pytest.skip("the outer session runs under ldssan")
+    function, backward = torch.autograd.Function, torch.autograd.function.BackwardCFunction
+    before = function.__dict__["apply"], backward.__dict__["apply"]
+    vdevice.install()
+    assert (function.__dict__["apply"], backward.__dict__["apply"]) != before
+    vdevice.uninstall()
+    assert (function.__dict__["apply"], backward.__dict__["apply"]) == before

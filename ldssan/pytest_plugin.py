@@ -199,7 +199,8 @@ def _check_calls(item, results, calls: int, checked: int, notes: list[str], *, f
         item.config.stash[_NOTES].append(("warning", f"{item.nodeid}: {text}"))
     if not unchecked:
         return
-    why = notes[0] if notes else "no launch reached the sanitizer"
+    why = notes[0] if notes else ("no launch reached the sanitizer" if fail else
+                                  "the test raised before any launch finished its check")
     item.config.stash[_UNCHECKED][item.nodeid] = (calls, why)
     item.config.stash[_NOTES].append(("warning", f"{item.nodeid}: {UNCHECKED}: {calls} launcher calls, 0 checked"))
     if fail and item.config.getoption("--ldssan-require-launch"):

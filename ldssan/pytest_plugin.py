@@ -25,11 +25,14 @@ _NOTES = pytest.StashKey[list]()  # (level, text): launches that deadlocked or t
 _LINT = pytest.StashKey[dict]()  # (code, access, barrier) -> (warning, first test): lint warnings
 _FAULTED = pytest.StashKey[list]()  # (nodeid, LaunchFault.text): launches that raised, caught or not
 _REMOTE = pytest.StashKey[dict]()  # pytest-xdist controller: what the workers checked (`_merge_worker`)
+_UNCHECKED = pytest.StashKey[dict]()  # nodeid -> (launcher calls, notes): called, not checked
 
 MODE_HELP = "fail: a test whose launches have violations fails; warn: report only"
-REQUIRE_HELP = "fail the run if ldssan is on and no FlyDSL kernel was launched (nothing was checked)"
+REQUIRE_HELP = ("fail the run if ldssan is on and no FlyDSL kernel was launched (nothing was checked), and "
+                "each test that called a FlyDSL launcher but had no launch checked")
 NOTHING_CHECKED = "ldssan: NOTHING WAS CHECKED: no FlyDSL kernel was launched"
 ALL_FAULTED = "ldssan: NOTHING WAS CHECKED: every FlyDSL launch faulted"
+UNCHECKED = "called, not checked"
 MARKER_HELP = ("ldssan(expect=None): the test's FlyDSL launches are expected to produce exactly these "
                "ldssan rule codes (e.g. expect=['LDS001']); the test fails if they are missing, and "
                "other violations still fail it")
@@ -103,6 +106,7 @@ def pytest_configure(config):
     config.stash[_LINT] = {}
     config.stash[_FAULTED] = []
     config.stash[_REMOTE] = {"builds": {}, "launches": 0, "reports": []}
+    config.stash[_UNCHECKED] = {}
     if on:
         from . import hook
         from .runtime.device.hardware import HardwareUnavailable
@@ -152,12 +156,14 @@ def pytest_runtest_call(item):
         return (yield)
     from . import hook
 
+    from .runtime.emu import frontend
     from .runtime.emu.sched import DeadlockError
     from .runtime.emu.wave import StepBudgetExceeded
 
     col = hook.collector()
     col.take()
     col.take_faults()
+    frontend.CALLS.take()
     raised, escaped = True, None
     try:
         out = yield
@@ -173,6 +179,8 @@ def pytest_runtest_call(item):
         except BaseException:
             _record_faults(item, faults, escaped, fail=False)
             raise
+        finally:
+            _check_calls(item, results, *frontend.CALLS.take(), fail=not raised)
         _record_faults(item, faults, escaped, fail=not raised)
 
 
@@ -225,6 +233,38 @@ def _check(item, results) -> None:
     if _setting(item.config, "--ldssan-mode", "mode") == "fail":
         text = render_text(report, max_violations=opts.get("max_reports"))
         pytest.fail(f"ldssan found LDS synchronization violations:\n{text}", pytrace=False)
+
+
+def _check_calls(item, results, calls: int, checked: int, notes: list[str], *, fail: bool) -> None:
+    """A test that asked FlyDSL for launches (`@flyc.jit` calls, `flyc.compile`, compiled
+    function calls) but had none checked passed on nothing: it is listed in the summary
+    and the report ("called, not checked"), and fails under --ldssan-require-launch
+    (`fail`: unless the test already failed, whose own error stays the one shown)."""
+    entry = item.config.stash[_PER_TEST].setdefault(item.nodeid, {"launches": len(results)})
+    entry["calls"] = calls
+    # `checked` also counts launches a test sanitized itself (`with ldssan.sanitize()`)
+    entry["not_checked"] = unchecked = calls > 0 and not results and not checked
+    for text in notes:
+        item.config.stash[_NOTES].append(("warning", f"{item.nodeid}: {text}"))
+    if not unchecked:
+        return
+    why = notes[0] if notes else ("no launch reached the sanitizer" if fail else
+                                  "the test raised before any launch finished its check")
+    item.config.stash[_UNCHECKED][item.nodeid] = (calls, why)
+    item.config.stash[_NOTES].append(("warning", f"{item.nodeid}: {UNCHECKED}: {calls} launcher calls, 0 checked"))
+    if fail and item.config.getoption("--ldssan-require-launch"):
+        pytest.fail(f"ldssan: {UNCHECKED}: the test called FlyDSL launchers {calls} times but no launch was "
+                    f"checked ({why}); --ldssan-require-launch fails it", pytrace=False)
+
+
+def _write_unchecked(tr, config) -> None:
+    found = config.stash[_UNCHECKED]
+    if not found:
+        return
+    tr.write_sep("-", f"ldssan: {len(found)} tests {UNCHECKED} (they called FlyDSL launchers; no launch was checked)",
+                 yellow=True)
+    for nodeid, (calls, why) in found.items():
+        tr.write_line(f"{nodeid}: {calls} launcher calls, 0 checked: {why}", yellow=True)
 
 
 def _note_warnings(item, results) -> None:
@@ -285,6 +325,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         tr.write_line(f"({hidden} more hidden; use -v)")
     _write_warnings(tr, config)
     _write_faults(tr, config)
+    _write_unchecked(tr, config)
     if config.stash[_FAULTED] and not _checked_launches(config):
         tr.write_sep("!", ALL_FAULTED, red=True, bold=True)
     elif not _checked_launches(config):
@@ -376,6 +417,7 @@ def _send_to_controller(config) -> None:
         "per_test": stash[_PER_TEST],
         "notes": stash[_NOTES],
         "faulted": stash[_FAULTED],
+        "unchecked": stash[_UNCHECKED],
         "lint": [[list(key), to_json(Report(violations=(v,))), nodeid] for key, (v, nodeid) in stash[_LINT].items()],
     })
 
@@ -406,5 +448,6 @@ def _merge_worker(config, data: dict) -> None:
     stash[_PER_TEST].update(data["per_test"])
     stash[_NOTES].extend(tuple(n) for n in data["notes"])
     stash[_FAULTED].extend(tuple(f) for f in data["faulted"])
+    stash[_UNCHECKED].update({nodeid: tuple(v) for nodeid, v in data["unchecked"].items()})
     for key, rep, nodeid in data["lint"]:
         stash[_LINT].setdefault(tuple(key), (from_json(rep).violations[0], nodeid))

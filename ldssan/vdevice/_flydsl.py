@@ -39,6 +39,11 @@ def install() -> dict:
     """Wrap FlyDSL's two predicates; returns what `uninstall` puts back."""
     from flydsl.compiler import jit_function as jf
 
+    from ldssan.runtime.emu import frontend
+
+    # the emulator's own wrappers (host memory is device memory under a config) go in first:
+    # installed after ours, `uninstall` would drop them with ours
+    frontend.install()
     saved = {name: getattr(jf, name) for name in _NAMES}
     jf._has_live_device_argument = _live(saved["_has_live_device_argument"])
     jf._is_compile_placeholder = _placeholder(saved["_is_compile_placeholder"])

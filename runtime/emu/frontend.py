@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 
 from ldssan.passes import locations
 from ldssan.passes.ir.irview import view_module
-from . import threads
+from . import calls, threads
+from .calls import CALLS, LaunchNotRun  # noqa: F401  (the pytest plugin's and users' names)
 from .launch import AUTO, Launcher, bind_pointers, host_arguments
 from .memory import GlobalMemory, in_host_memory
 from .sched import Policy
@@ -86,6 +87,11 @@ def register_pass(kind: str, fn) -> None:
 
 def _compile_only() -> bool:
     return os.environ.get("COMPILE_ONLY", "0") not in ("", "0")
+
+
+def _launching() -> bool:
+    """A launch now runs here: a config is active and FlyDSL is not compiling only."""
+    return current() is not None and not _compile_only()
 
 
 def force_gfx1250() -> None:
@@ -197,6 +203,7 @@ def install() -> None:
     jit_function.MlirCompiler.prepare = classmethod(prepare)
     jit_function.CompiledArtifact = _artifact_class()
     jit_function.JitFunction._compile_or_execute = _cached_launch(jit_function.JitFunction._compile_or_execute)
+    calls.install(jit_function, _launching)
     _installed = True
 
 
@@ -324,8 +331,11 @@ def _cached_launch(orig):
         cfg = current()
         if cfg is None and execute and threads.open_blocks:
             threads.check_covered()
-        if cfg is None or not execute or return_compiled or _compile_only():
+        if cfg is None or not execute or _compile_only() or calls.tracing():
             return orig(self, args, kwargs, execute=execute, return_compiled=return_compiled)
+        CALLS.count()
+        if return_compiled:
+            return calls.compiled(orig, self, args, kwargs)
         key, bound = _specialization(self, args, kwargs, cfg)
         hit = None if key is None else _LAUNCHES.get(self, {}).get(key)
         if hit is not None and self._mem_cache.get(hit[0]) is hit[1]:
@@ -474,6 +484,7 @@ class EmuCallState:
             cfg.launches.extend(launcher.records)
             if sanitizer is not None:
                 sanitizer.finish()
+                CALLS.checked_one()
         except Exception as exc:
             if cfg.on_fault is None:
                 raise

@@ -324,6 +324,23 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
     ("`ldssan mutate` is given a kernel file that does not exist",
      "the kernel is skipped under its file's stem with `no such kernel file: PATH` (it was named \"py\")",
      ("tests/mutate/test_campaign.py::test_missing_kernel_file_is_named_by_its_stem_not_its_extension",)),
+    ("`flyc.compile(fn, *args)` (or a wrapper on it) is given host tensors, `from_dlpack` / `from_torch_tensor` "
+     "wrappers or virtual-GPU tensors while ldssan is on",
+     "it launches on its first call exactly as on hardware with device buffers (host memory is the virtual "
+     "device's), and the launch is checked; later calls of the compiled function are checked too. A compile "
+     "that does not launch although live memory was passed (a meta tensor or null pointer beside it) says "
+     "so: a `LaunchNotRun` warning naming the placeholder argument and the user's line, and a note in the "
+     "test's report",
+     ("tests/sanitizer/test_launch_forms.py::test_every_launch_form_is_checked_under_sanitize",
+      "tests/sanitizer/test_launch_forms.py::test_every_launch_form_is_checked_under_enable",
+      "tests/sanitizer/test_launch_forms.py::test_a_compile_with_a_placeholder_beside_live_memory_says_it_did_not_launch",
+      "tests/sanitizer/test_launch_forms_plugin.py::test_every_launch_form_runs_and_is_checked_under_the_plugin")),
+    ("a test calls FlyDSL launchers (`@flyc.jit`, `flyc.compile`, a compiled function) but none of its "
+     "launches is checked (compiled only, or run under `ldssan.emulate()` only)",
+     "the pytest summary lists it \"called, not checked\" with its call count and why, the JSON report's "
+     "per-test entry has `calls` and `not_checked: true`, and `--ldssan-require-launch` fails the test",
+     ("tests/sanitizer/test_launch_forms_plugin.py::test_called_not_checked_is_listed_and_fails_under_require_launch",
+      "tests/sanitizer/test_launch_forms.py::test_launch_requests_are_counted_once_each")),
 ]
 
 

@@ -164,6 +164,9 @@ def test_flyc_compile_with_virtual_gpu_tensors_launches_as_on_hardware(gpu):
 def test_uninstall_restores_flydsls_launch_predicates(fresh):
     from flydsl.compiler import jit_function as jf
 
+    from ldssan.runtime.emu import frontend
+
+    frontend.install()  # the emulator's own seam stays for the process (vdevice.install puts it in first)
     before = (jf._has_live_device_argument, jf._is_compile_placeholder)
     vdevice.install()
     assert (jf._has_live_device_argument, jf._is_compile_placeholder) != before

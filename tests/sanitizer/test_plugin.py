@@ -143,7 +143,8 @@ def test_sarif_report_is_written_when_no_kernel_ran(pytester, monkeypatch):
     (note,) = run["invocations"][0]["toolExecutionNotifications"]
     assert "NOTHING WAS CHECKED" in note["message"]["text"]
     assert run["properties"]["tests"] == {
-        "test_nothing.py::test_plain": {"launches": 0, "kernels": 0, "sites": 0, "violations": 0, "faulted": 0}}
+        "test_nothing.py::test_plain": {"launches": 0, "kernels": 0, "sites": 0, "violations": 0, "faulted": 0,
+                                        "calls": 0, "not_checked": False}}
 
 
 # -- issue 29: never a false clean ----------------------------------------------------------

@@ -170,7 +170,10 @@ class PytestCall:
             raise RowsError("--pytest needs pytest: pip install pytest") from None
 
         cap, plugin, log = _Capture(), _Outcomes(), io.StringIO()
-        args = [self.spec, "-q", "-p", "no:cacheprovider", "-p", "no:ldssan", "-o", "addopts=", "--capture=fd"]
+        # no:unraisableexception: its teardown runs gc.collect() five times per session, which in
+        # a long-lived process (a test suite calling rows) costs minutes per run
+        args = [self.spec, "-q", "-p", "no:cacheprovider", "-p", "no:ldssan", "-p", "no:unraisableexception",
+                "-o", "addopts=", "--capture=fd"]
         with torch_device(), cap.active(), contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             code = pytest.main(args, plugins=[plugin])
         if len(plugin.selected) != 1:

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -58,8 +61,9 @@ def _alive(pid: int) -> bool:
 @pytest.mark.parametrize("sig, to_group", [(signal.SIGTERM, False), (signal.SIGINT, True)], ids=["sigterm", "ctrl-c"])
 def test_a_signal_mid_campaign_stops_every_process_and_says_how_to_resume(tmp_path, sig, to_group):
     (tmp_path / "ring_kernel.py").write_text(RING_KERNEL)
-    temp = tmp_path / "tmp"
-    temp.mkdir()
+    # a short TMPDIR of its own: the forkserver's AF_UNIX socket lives there, and a path past
+    # 107 bytes (pytest-xdist's tmp_path is long) cannot be bound
+    temp = Path(tempfile.mkdtemp(prefix="ldssan-int-"))
     env = {**os.environ, "TMPDIR": str(temp), "PYTHONPATH": os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])}
     argv = ["mutate", "ring_kernel.py", "-j", "1", "-k", "2", "--no-live", "--store", "s.jsonl",
             "--json", "out.json", "--markdown", "out.md"]
@@ -81,12 +85,14 @@ def test_a_signal_mid_campaign_stops_every_process_and_says_how_to_resume(tmp_pa
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+        leftover = list(temp.iterdir())
+        shutil.rmtree(temp, ignore_errors=True)
     assert proc.returncode == 128 + sig, err
     deadline = time.monotonic() + 10  # the forkserver and resource tracker see their pipes close
     while time.monotonic() < deadline and any(_alive(p) for p in started):
         time.sleep(0.05)
     assert len(started) >= 3 and not [p for p in started if _alive(p)]  # tracker, forkserver, worker
-    assert not list(temp.iterdir())  # ldssan-mutate-cache-* (the workers' variants) removed
+    assert not leftover  # ldssan-mutate-cache-* (the workers' variants) removed
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     last = err.strip().splitlines()[-1]
     name = signal.Signals(sig).name

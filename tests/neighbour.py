@@ -14,6 +14,8 @@ from pathlib import Path
 from types import ModuleType
 
 IMPORTS = "import torch, flydsl.compiler as flyc, flydsl.expr as fx\n"
+#: the two lines a racy neighbour kernel (no sync, shift 32) is reported at
+RACE_LINES = {"lds[tid] = fx.Int32(tid) * 10", "Out[tid] = lds[(tid + 32) % N]"}
 
 
 def neighbour_source(name: str = "neighbour", sync: tuple[str, ...] = ("fx.gpu.barrier()",),

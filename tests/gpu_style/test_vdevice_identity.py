@@ -13,20 +13,11 @@ import ldssan
 from ldssan import hook, vdevice
 from ldssan.runtime.emu.memory import in_host_memory
 
-from ..neighbour import load_neighbour
+from ..neighbour import RACE_LINES, load_neighbour
+from .installed import gpu  # noqa: F401  (the fixture)
 
 N = 64
 CUDA0 = torch.device("cuda", 0)
-RACE_LINES = {"lds[tid] = fx.Int32(tid) * 10", "Out[tid] = lds[(tid + 32) % N]"}
-
-
-@pytest.fixture
-def gpu():
-    if vdevice.active() or hook.enabled():
-        pytest.skip("the outer session runs under ldssan; these tests install and remove it themselves")
-    vdevice.install()
-    yield
-    vdevice.uninstall()
 
 
 @pytest.fixture(scope="module")

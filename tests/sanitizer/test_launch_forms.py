@@ -160,17 +160,21 @@ def test_every_launch_form_is_checked_under_sanitize(form, is_racy):
     _assert_verdict(kind, is_racy, out, results)
 
 
-@pytest.fixture
-def enabled():
-    """`ldssan.enable()` for one test, torch left alone; its launches go to the process
-    collector."""
+def _enabled_for_one_test(device: str):
+    """`ldssan.enable(device=...)` for one test; its launches go to the process collector."""
     hook.collector().take()
-    hook.enable(device="off")
+    hook.enable(device=device)
     try:
         yield hook.collector()
     finally:
         hook.disable()
         hook.collector().take()
+
+
+@pytest.fixture
+def enabled():
+    """`ldssan.enable()` for one test, torch left alone."""
+    yield from _enabled_for_one_test("off")
 
 
 @pytest.mark.parametrize("is_racy", [False, True], ids=["clean", "racy"])
@@ -185,13 +189,7 @@ def test_every_launch_form_is_checked_under_enable(enabled, form, is_racy):
 def enabled_virtual():
     """`ldssan.enable()` with torch's GPU device the virtual gfx1250, as FLYDSL_LDSSAN=1 on a
     host without a GPU."""
-    hook.collector().take()
-    hook.enable(device="virtual")
-    try:
-        yield hook.collector()
-    finally:
-        hook.disable()
-        hook.collector().take()
+    yield from _enabled_for_one_test("virtual")
 
 
 @pytest.mark.parametrize("is_racy", [False, True], ids=["clean", "racy"])

@@ -15,7 +15,44 @@ and the pytest plugin imports this package in every pytest run, sanitized or not
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.util
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+# The engine layers keep the design's top-level folders; pyproject.toml's package-dir installs
+# them under this namespace (a wheel copies them into ldssan/). A source checkout maps them here,
+# to the checkout this package was imported from: each file has one path, and a second
+# checkout's editable install can never lend its copy of a layer.
+LAYERS = {"ldssan.passes": "passes", "ldssan.runtime": "runtime", "ldssan.kernels": "kernels"}
+
+
+class _CheckoutLayers(importlib.abc.MetaPathFinder):
+    def __init__(self, root: Path):
+        self.root = root
+
+    def find_spec(self, fullname, path=None, target=None):
+        folder = LAYERS.get(fullname)
+        if folder is None:
+            return None
+        pkg = self.root / folder
+        return importlib.util.spec_from_file_location(
+            fullname, pkg / "__init__.py", submodule_search_locations=[str(pkg)])
+
+
+def _map_checkout_layers() -> None:
+    here = Path(__file__).resolve().parent
+    root = here.parent
+    if any((here / folder).exists() for folder in LAYERS.values()):
+        return  # an installed wheel: the layers are real subpackages here
+    if not all((root / folder / "__init__.py").is_file() for folder in LAYERS.values()):
+        return
+    if not any(isinstance(f, _CheckoutLayers) and f.root == root for f in sys.meta_path):
+        sys.meta_path.insert(0, _CheckoutLayers(root))
+
+
+_map_checkout_layers()
 
 # public name -> the module that defines it
 _EXPORTS = {

@@ -148,7 +148,7 @@ def test_stage10_protocol(kind, waves, nb, compile_env):
     tm, tn, tk = G.default_tiles(kind)
     cfg = G.gemm_config(kind, "bf16", tm, tn, tk, waves, nb)
     sites = gemm_sites()
-    src = re.escape(str(Path(G.__file__).absolute()))  # as imported (ldssan/kernels is a symlink)
+    src = re.escape(str(Path(G.__file__).absolute()))
 
     with _create_mlir_context():
         module = ir.Module.parse(stage10.read_text())

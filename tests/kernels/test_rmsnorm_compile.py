@@ -60,7 +60,7 @@ def test_compiles_for_gfx1250(dtype, n, compile_env):
     assert stage10.exists() and stage19.exists()
 
     sites = rmsnorm_sites()
-    src = Path(R.__file__).absolute()  # as imported (ldssan/kernels is a symlink)
+    src = Path(R.__file__).absolute()
     split = R._row_split(n, 16 if dtype == "bf16" else 32)
 
     with _create_mlir_context():

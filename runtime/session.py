@@ -16,7 +16,7 @@ from ldssan.passes.ir.types import byte_size
 
 from .emu.hooks import ShadowHooks
 from .emu.split import BatchSplit
-from .emu.launch import lds_layout
+from .emu.plan import lds_layout
 from .records import NO_SITE, VERBATIM_PER_KEY, Ring
 from .shadow import ShadowEngine
 

@@ -20,7 +20,8 @@ from flydsl._mlir.dialects import rocdl as _rocdl
 from flydsl.expr.rocdl import cluster, cluster_workgroup_id_x, cluster_workgroup_id_y
 from ldssan import hook
 from ldssan.runtime.emu import BarrierDivergenceError, DeadlockError, UnsupportedOp, emulate
-from ldssan.runtime.emu.launch import EmuLaunchError, parse_module, run_kernel
+from ldssan.runtime.emu.hostargs import EmuLaunchError
+from ldssan.runtime.emu.launch import parse_module, run_kernel
 
 from .test_copies_wmma import TDM_DESC, _tdm_body, _tdm_expect
 from .sanitized import sanitize_mlir

@@ -22,7 +22,7 @@ import flydsl.expr as fx
 import ldssan
 from ldssan.runtime.emu import EmulationTimeout, EmuLaunchError, StepBudgetExceeded, emulate
 from ldssan.runtime.emu import grid
-from ldssan.runtime.emu import launch as launch_mod
+from ldssan.runtime.emu import runners
 from ldssan.runtime.emu.limits import AUTO_TIME_MAX, Limits
 
 pytest_plugins = ["pytester"]
@@ -119,9 +119,9 @@ def test_workgroups_are_drawn_lazily_in_x_fastest_order():
 
 def test_a_sanitized_workgroup_id_past_32_bits_is_refused_by_name():
     # a violation record holds the linear workgroup id in 32 bits: refused, never wrapped
-    launch_mod._record_ids_fit((BIG_GRID, 3, 1), [(1, 2, 0)])  # 4,294,967,295: the last that fits
+    runners._record_ids_fit((BIG_GRID, 3, 1), [(1, 2, 0)])  # 4,294,967,295: the last that fits
     with pytest.raises(EmuLaunchError, match=r"workgroup \(2, 2, 0\) has the linear id 4,294,967,296"):
-        launch_mod._record_ids_fit((BIG_GRID, 3, 1), [(1, 2, 0), (2, 2, 0)])
+        runners._record_ids_fit((BIG_GRID, 3, 1), [(1, 2, 0), (2, 2, 0)])
 
 
 # -- issue 29 #8: a negative dynamic LDS size ---------------------------------------------------
@@ -213,7 +213,7 @@ def test_a_correct_launch_larger_than_the_base_is_not_cut_off_by_the_default(mon
     cpu_seconds()  # translation caches warm
     cost = cpu_seconds()
     base = cost / 3  # the fixed limit, this small, would stop the launch a third of the way
-    monkeypatch.setattr(launch_mod, "TIME_LIMIT", base)
+    monkeypatch.setattr(runners, "TIME_LIMIT", base)
     cpu_seconds()  # auto: 8 * base = 2.7x what it costs
     with pytest.raises(EmulationTimeout, match=f"grid=\\({groups}, 1, 1\\)"):
         cpu_seconds(time_limit=base)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ldssan.runtime.emu import EmulationTimeout, SpinTimeout, StepBudgetExceeded
-from ldssan.runtime.emu import launch as launch_mod
+from ldssan.runtime.emu import runners
 from ldssan.runtime.emu import wave as wave_mod
 from ldssan.runtime.emu.launch import parse_module, run_kernel
 
@@ -83,7 +83,7 @@ def test_uniform_loops_within_the_budget_still_run():
 
 def test_nested_uniform_loops_are_charged_per_entry(monkeypatch):
     # 10 entries of a 300-iteration loop: 3,010 steps, over a 3,000-step budget
-    monkeypatch.setattr(launch_mod, "STEP_BUDGET", 3000)
+    monkeypatch.setattr(runners, "STEP_BUDGET", 3000)
     body = """
       %c0 = arith.constant 0 : i32
       %c1 = arith.constant 1 : i32
@@ -98,7 +98,7 @@ def test_nested_uniform_loops_are_charged_per_entry(monkeypatch):
       } loc("k.py":20:4)""" + STORE_R
     with pytest.raises(StepBudgetExceeded, match=r"k\.py:21:8"):
         _launch(body, block=32)
-    monkeypatch.setattr(launch_mod, "STEP_BUDGET", 3010)
+    monkeypatch.setattr(runners, "STEP_BUDGET", 3010)
     np.testing.assert_array_equal(_launch(body, block=32), 3000)
 
 
@@ -110,8 +110,8 @@ def test_nested_uniform_loops_are_charged_per_entry(monkeypatch):
 ], ids=["uniform-for", "divergent-for", "uniform-while", "divergent-while"])
 def test_every_loop_form_stops_at_the_time_limit(monkeypatch, kind, body, where):
     # within the step budget, but far too long: the time guard (CPU seconds) stops it
-    monkeypatch.setattr(launch_mod, "TIME_LIMIT", 0.3)
-    monkeypatch.setattr(launch_mod, "STEP_BUDGET", 10**9)
+    monkeypatch.setattr(runners, "TIME_LIMIT", 0.3)
+    monkeypatch.setattr(runners, "STEP_BUDGET", 10**9)
     from ldssan.runtime.emu import sched
 
     monkeypatch.setattr(sched, "SPIN_LIMIT", 10**9)  # the while forms spin: time them, not the spin count
@@ -131,7 +131,7 @@ def test_every_loop_form_stops_at_the_time_limit(monkeypatch, kind, body, where)
     WHILE.format(n=5000, start=LANE_START),
 ], ids=["divergent-for", "uniform-while", "divergent-while"])
 def test_every_loop_form_exhausts_the_step_budget(monkeypatch, body):
-    monkeypatch.setattr(launch_mod, "STEP_BUDGET", 1000)
+    monkeypatch.setattr(runners, "STEP_BUDGET", 1000)
     from ldssan.runtime.emu import sched
 
     monkeypatch.setattr(sched, "SPIN_LIMIT", 10**9)

@@ -15,7 +15,8 @@ import torch
 import flydsl.compiler as flyc
 import flydsl.expr as fx
 from ldssan.runtime.emu import EmuMemoryError, emulate
-from ldssan.runtime.emu.launch import EmuLaunchError, host_arguments, parse_module
+from ldssan.runtime.emu.hostargs import EmuLaunchError, host_arguments
+from ldssan.runtime.emu.launch import parse_module
 from ldssan.runtime.emu.memory import PROCESS_TENSORS
 
 ROWS, COLS = 3, 64

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ldssan.runtime.emu import ALL_POLICIES, DeadlockError, Policy, StepBudgetExceeded
-from ldssan.runtime.emu import launch as launch_mod
+from ldssan.runtime.emu import runners
 from ldssan.runtime.emu.launch import parse_module, run_kernel
 
 from .test_ops import STORE_R, T, module, run
@@ -67,7 +67,7 @@ def test_deadlock_is_reported_with_each_wave_position():
 
 
 def test_runaway_loop_exhausts_the_step_budget(monkeypatch):
-    monkeypatch.setattr(launch_mod, "STEP_BUDGET", 1000)
+    monkeypatch.setattr(runners, "STEP_BUDGET", 1000)
     body = """
       %c0 = arith.constant 0 : i32
       %w = scf.while (%x = %t) : (i32) -> (i32) {

@@ -65,7 +65,7 @@ def test_a_huge_batch_is_refused(monkeypatch):
 
 
 def test_the_batch_bound_is_the_lane_budget_of_one_wave_workgroups():
-    from ldssan.runtime.emu.launch import LANE_BUDGET, auto_batch
+    from ldssan.runtime.emu.plan import LANE_BUDGET, auto_batch
 
     # the automatic batch never exceeds it, so no batch auto would pick is refused
     assert auto_batch(10**9, 1, 0) == config.batch_max() == LANE_BUDGET // 32

@@ -67,7 +67,7 @@ _positive = _int_range(1)
 
 
 def batch_max() -> int:
-    """The largest batch: the lane budget's workgroups of one wave (runtime/emu/launch.py).
+    """The largest batch: the lane budget's workgroups of one wave (runtime/emu/plan.py).
     A larger batch only costs memory (every lockstep value is an array over the batch's
     lanes; throughput stops growing well below this), so a larger number is a typo."""
     from ldssan.runtime.emu.plan import LANE_BUDGET

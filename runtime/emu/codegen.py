@@ -7,10 +7,11 @@ Generated code shape (one function per kernel, cached by IR hash):
         v0, v1 = args             # kernel arguments (uniform)
         v2 = ctx.tid[0]           # one or a few lines per op ...
         v3 = R.lds_load(ctx, v2, np.dtype('int32'), 1, M0)[:, 0]
-        yield ('barrier', -1, M0) # barriers, waits and copy issues yield to the scheduler
+        yield Barrier(-1, M0)     # barriers, waits and copy issues yield to the scheduler
 
 Names: `v<N>` is SSA value N, `M<k>` an exec mask, `t<k>` a temporary. `R` is the
-run-time package (`rt/`), `np` numpy. Each generated line remembers the op it came from,
+run-time package (`rt/`), `np` numpy, the capitalized names the scheduler's events
+(`events.NAMESPACE`). Each generated line remembers the op it came from,
 so an exception while translating or running names the op and its Python source line
 (`Program.failure`, `errors.fail_closed`).
 """
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import rt, taint as _taint
+from .events import NAMESPACE as EVENTS
 from ldssan.passes.ir.irview import Block, Function, Loc, ModuleView, Op
 from .ops import load_all
 from ldssan.passes.ir.types import Type
@@ -195,7 +197,7 @@ def _lockstep_tensor_copy(t: Translator, op: Op) -> None:
     # waves with an active lane issue it (a per-wave run skips it in the others).
     g = ", ".join(t.v(x) for x in op.operands[:4])
     t.out(f"ctx.tdm(R.tdm_copy, {t.mask}, {g}, {op.name.endswith('to.lds')})")
-    t.out("yield ('issue', 'tensor')")
+    t.out("yield ISSUE_TENSOR")
 
 
 _LOCKSTEP_EMITTERS = {"rocdl.tensor.load.to.lds": _lockstep_tensor_copy,
@@ -231,7 +233,7 @@ def translate(view: ModuleView, fn_name: str, *, batched: bool = False, lockstep
     tr = Translator(view, fn, batched=batched, taint=taint, lockstep=lockstep)
     source = tr.translate()
     filename = f"<ldssan-emu:{fn_name}>"
-    namespace = {"R": rt, "np": np}
+    namespace = {"R": rt, "np": np, **EVENTS}
     exec(compile(source, filename, "exec"), namespace)
     prog = Program(
         name=fn_name, source=source, wave_fn=namespace["wave"], line_ops=tr.line_ops,

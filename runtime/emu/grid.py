@@ -1,5 +1,5 @@
 """The workgroups of a launch's grid, drawn lazily (a grid may hold 2**31 - 1 of them), and
-the cluster ids each wave sees (see launch.py's docstring)."""
+the cluster ids each wave sees (see plan.py's docstring)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def threads_of(block, groups) -> int:
 
 
 def place_in_cluster(w, dims: tuple[int, int, int] | None, cluster: int | None) -> None:
-    """Cluster ids of the workgroup(s) of `w`, a WaveCtx or LockstepCtx (launch.py's
+    """Cluster ids of the workgroup(s) of `w`, a WaveCtx or LockstepCtx (plan.py's
     docstring); batched waves (never a cluster launch) keep `cwg` scalar: 0 for every
     workgroup."""
     w.cluster = cluster

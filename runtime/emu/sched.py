@@ -1,10 +1,11 @@
 """The scheduler: runs the waves of a (batch of) workgroup(s) under a chosen policy.
 
-Waves are generators; they yield at barriers, counter waits and copy issues. At every
-yield the policy picks the next wave to advance (`round-robin`, `reverse`, `random(seed)`)
-and, for in-flight async/TDM copies, when they land (`late`: at the forcing wait,
-`early`: at issue, `random`: at a random point before the forcing wait). The happens-before
-verdict never depends on these choices; only the values a racy kernel computes do.
+Waves are generators; they yield at barriers, counter waits and copy issues (events.py:
+one type per event, one handler each here). At every yield the policy picks the next wave
+to advance (`round-robin`, `reverse`, `random(seed)`) and, for in-flight async/TDM
+copies, when they land (`late`: at the forcing wait, `early`: at issue, `random`: at a
+random point before the forcing wait). The happens-before verdict never depends on these
+choices; only the values a racy kernel computes do.
 
 Every loop is bounded: a wave that never reaches a barrier others wait at is a deadlock
 error naming each wave's position; a runaway kernel exhausts the step budget or the time
@@ -38,6 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .events import Barrier, Issue, Signal, Spin, Sync, Wait, WaitAsyncMark, WaitCount
 from .wave import NullHooks, StepBudgetExceeded, WaveCtx
 
 ASYNC = ("late", "early", "random")
@@ -299,8 +301,7 @@ class Scheduler:
                 self.budget.check()
             except StepBudgetExceeded as exc:
                 raise type(exc)(self._budget_message(exc, None)) from None
-        kind = ev[0]
-        if kind == "spin":
+        if type(ev) is Spin:
             if self.canonical:
                 self.spun[w] = self.steps
             self.spins += 1
@@ -312,52 +313,66 @@ class Scheduler:
         self.spins = 0
         if self.canonical:
             self.spun.clear()
-            if kind in ("barrier", "signal", "wait") and ev[1] == -1:
-                self.seg[w] += 2 if kind == "barrier" else 1
-        if kind == "sync":
-            return
-        if kind == "barrier":
-            ctx.flush_ds()  # gpu.barrier's release fence is s_wait_dscnt 0
-            self._check_batch(ctx, ev[2])
-            if self.strict and ev[2] is not ctx.mask:
-                self._check_lanes(w, ev[2])
-            self._signal(w, ev[1])
-            self._wait(w, ev[1])
-        elif kind == "signal":
-            self._check_batch(ctx, ev[2])
-            if self.strict and ev[2] is not ctx.mask:
-                self._check_lanes(w, ev[2])
-            if ev[1] == CLUSTER_BARRIER:
-                self._cluster_signal(w)
-            else:
-                self._signal(w, ev[1])
-        elif kind == "wait":
-            if ev[1] == CLUSTER_BARRIER:
-                self._cluster_wait(w)
-            else:
-                self._wait(w, ev[1])
-        elif kind == "waitcnt":
-            if ev[1] == "ds":
-                ctx.flush_ds(ev[2])
-            else:
-                ctx.complete_until(ev[1], ev[2])
-        elif kind == "wait_asyncmark":
-            self._wait_asyncmark(ctx, ev[1])
-        elif kind == "issue":
-            if self.policy.async_completion == "early":
-                ctx.complete_until(ev[1], 0)
-        else:
+        on = self._ON.get(type(ev))
+        if on is None:
             raise RuntimeError(f"ldssan-emu: unknown scheduler event {ev!r}")
+        on(self, w, ctx, ev)
 
-    def _wait_asyncmark(self, ctx: WaveCtx, n: int) -> None:
+    # -- the events (events.py), one handler each ---------------------------------------------------
+    def _on_barrier(self, w: int, ctx: WaveCtx, ev: Barrier) -> None:
+        if self.canonical and ev.bid == -1:
+            self.seg[w] += 2
+        ctx.flush_ds()  # gpu.barrier's release fence is s_wait_dscnt 0
+        self._check_batch(ctx, ev.mask)
+        if self.strict and ev.mask is not ctx.mask:
+            self._check_lanes(w, ev.mask)
+        self._signal(w, ev.bid)
+        self._wait(w, ev.bid)
+
+    def _on_signal(self, w: int, ctx: WaveCtx, ev: Signal) -> None:
+        if self.canonical and ev.bid == -1:
+            self.seg[w] += 1
+        self._check_batch(ctx, ev.mask)
+        if self.strict and ev.mask is not ctx.mask:
+            self._check_lanes(w, ev.mask)
+        if ev.bid == CLUSTER_BARRIER:
+            self._cluster_signal(w)
+        else:
+            self._signal(w, ev.bid)
+
+    def _on_wait(self, w: int, ctx: WaveCtx, ev: Wait) -> None:
+        if self.canonical and ev.bid == -1:
+            self.seg[w] += 1
+        if ev.bid == CLUSTER_BARRIER:
+            self._cluster_wait(w)
+        else:
+            self._wait(w, ev.bid)
+
+    def _on_wait_count(self, w: int, ctx: WaveCtx, ev: WaitCount) -> None:
+        if ev.counter == "ds":
+            ctx.flush_ds(ev.count)
+        else:
+            ctx.complete_until(ev.counter, ev.count)
+
+    def _on_wait_asyncmark(self, w: int, ctx: WaveCtx, ev: WaitAsyncMark) -> None:
         # Complete every copy issued before the oldest of the newest n marks.
-        n &= 0xFFFF
+        n = ev.count & 0xFFFF
         if len(ctx.marks) > n:
             upto = ctx.marks[len(ctx.marks) - n - 1]
             for q in ctx.pending.values():
                 while q and q[0].seq < upto:
                     q.popleft().complete()
             del ctx.marks[: len(ctx.marks) - n]
+
+    def _on_issue(self, w: int, ctx: WaveCtx, ev: Issue) -> None:
+        if self.policy.async_completion == "early":
+            ctx.complete_until(ev.counter, 0)
+
+    def _on_sync(self, w: int, ctx: WaveCtx, ev: Sync) -> None:
+        pass  # a global atomic: a scheduling point, nothing to do
+
+    _ON = {Barrier: _on_barrier, Signal: _on_signal, Wait: _on_wait, WaitCount: _on_wait_count,
+           WaitAsyncMark: _on_wait_asyncmark, Issue: _on_issue, Sync: _on_sync}
 
     def _random_completions(self, ctx: WaveCtx) -> None:
         if ctx.ds_queue and self.rng.random() < 0.5:

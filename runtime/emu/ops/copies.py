@@ -2,7 +2,7 @@
 
 The copies themselves (`R.tdm_copy`, `R.AsyncCopy`) live in `rt/copies.py`.
 
-Issuing queues the copy on the wave (`ctx.issue`) and yields `('issue', counter)`; the copy
+Issuing queues the copy on the wave (`ctx.issue`) and yields `events.Issue(counter)`; the copy
 moves its data when completed — at the covering wait, at issue (`+early`), or at a random
 point in between (`+random`), as the scheduler's async policy decides. A wave that ends
 drains its copies.
@@ -20,7 +20,7 @@ def tensor_copy(t, op: Op) -> None:
     g = ", ".join(t.v(x) for x in op.operands[:4])
     to_lds = op.name.endswith("to.lds")
     t.out(f"ctx.issue('tensor', R.tdm_copy(ctx, {g}, {to_lds}, {t.mask}))")
-    t.out("yield ('issue', 'tensor')")
+    t.out("yield ISSUE_TENSOR")
 
 
 def _async_copy(t, op: Op) -> None:
@@ -30,7 +30,7 @@ def _async_copy(t, op: Op) -> None:
     to_lds = ".load." in op.name
     t.out(f"ctx.issue('async', R.AsyncCopy(ctx, {t.lanes(gptr)}, {t.lanes(lptr)}, {nbytes}, {offset}, "
           f"{to_lds}, {t.mask}))")
-    t.out("yield ('issue', 'async')")
+    t.out("yield ISSUE_ASYNC")
 
 
 for _suffix in ASYNC_WIDTH_BYTES:

@@ -54,7 +54,7 @@ for _name, _line in {
 
 # the workgroup barrier, one for the gpu and the rocdl spellings
 barrier = emits("gpu.barrier", "rocdl.s.barrier", "rocdl.barrier")(
-    one_line("yield ('barrier', -1, {mask})"))
+    one_line("yield Barrier(-1, {mask})"))
 
 
 @emits("gpu.return", "func.return", "llvm.return")

@@ -203,7 +203,7 @@ def atomicrmw(t, op: Op) -> None:
     t.out(f"{t.v(op.results[0])} = R.atomic_rmw(ctx, {space}, {kind!r}, {t.lanes(ptr)}, "
           f"{t.lanes(val)}, {t.mask})")
     if space != 3:
-        t.out("yield ('sync',)")  # a global atomic: other workgroups may act on it now
+        t.out("yield SYNC")  # a global atomic: other workgroups may act on it now
 
 
 @emits("llvm.cmpxchg")
@@ -213,7 +213,7 @@ def cmpxchg(t, op: Op) -> None:
     t.out(f"{t.v(op.results[0])} = R.atomic_cmpxchg(ctx, {space}, {t.lanes(ptr)}, {t.lanes(cmp)}, "
           f"{t.lanes(new)}, {t.mask})")
     if space != 3:
-        t.out("yield ('sync',)")
+        t.out("yield SYNC")
 
 
 @emits("llvm.call")

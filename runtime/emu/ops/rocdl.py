@@ -1,8 +1,8 @@
 """rocdl dialect: gfx1250 ids (cluster ids too), cross-lane ops, buffer resources, barriers and waits.
 
-Barriers and counter waits become `yield` events for the scheduler:
-`('signal', id, mask)`, `('wait', id)`, `('barrier', id, mask)` (signal + wait),
-`('waitcnt', counter, n)`, `('asyncmark',)`, `('wait_asyncmark', n)`.
+Barriers and counter waits become `yield` events for the scheduler (events.py):
+`Signal(id, mask)`, `Wait(id)`, `Barrier(id, mask)` (signal + wait), `WaitCount(counter, n)`,
+`WaitAsyncMark(n)`; `rocdl.asyncmark` only marks the wave (no event).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ for _d, _c in enumerate("xyz"):
 def _cluster_id(dim: int):
     # llvm.amdgcn.cluster.id.* (IntrinsicsAMDGPU.td): the cluster's id in the grid;
     # llvm.amdgcn.cluster.workgroup.id.*: the workgroup's id within its cluster (see
-    # launch.py for the layout, and for launches without clusters).
+    # plan.py for the layout, and for launches without clusters).
     cluster, member = _id("cid", dim), _id("cwg", dim)
 
     def emit_cluster(t, op: Op) -> None:
@@ -199,16 +199,16 @@ def _barrier_id(t, op: Op, *, cluster: bool = True) -> int:
 
 
 def _barrier_event(event: str, masked: bool):
-    """An emitter yielding `(event, barrier id[, exec mask])` to the scheduler."""
+    """An emitter yielding `event(barrier id[, exec mask])` to the scheduler (events.py)."""
     def emit(t, op: Op) -> None:
         mask = f", {t.mask}" if masked else ""
-        t.out(f"yield ('{event}', {_barrier_id(t, op)}{mask})")
+        t.out(f"yield {event}({_barrier_id(t, op)}{mask})")
 
     return emit
 
 
-emits("rocdl.s.barrier.signal")(_barrier_event("signal", masked=True))
-emits("rocdl.s.barrier.wait")(_barrier_event("wait", masked=False))
+emits("rocdl.s.barrier.signal")(_barrier_event("Signal", masked=True))
+emits("rocdl.s.barrier.wait")(_barrier_event("Wait", masked=False))
 
 
 _COUNTERS = {
@@ -220,7 +220,7 @@ _COUNTERS = {
 
 @emits(*_COUNTERS)
 def wait_counter(t, op: Op) -> None:
-    t.out(f"yield ('waitcnt', {_COUNTERS[op.name]!r}, {int(op.attr('count'))})")
+    t.out(f"yield WaitCount({_COUNTERS[op.name]!r}, {int(op.attr('count'))})")
 
 
 emits("rocdl.asyncmark")(one_line("ctx.asyncmark()"))
@@ -228,7 +228,7 @@ emits("rocdl.asyncmark")(one_line("ctx.asyncmark()"))
 
 @emits("rocdl.wait.asyncmark")
 def wait_asyncmark(t, op: Op) -> None:
-    t.out(f"yield ('wait_asyncmark', {int(op.attr('count'))})")
+    t.out(f"yield WaitAsyncMark({int(op.attr('count'))})")
 
 
 @emits("rocdl.s.barrier.signal.isfirst")
@@ -238,7 +238,7 @@ def barrier_signal_isfirst(t, op: Op) -> None:
     # on timing; made deterministic as the canonical order (MODEL.md §5: wave id) gives it:
     # wave 0 of the workgroup.
     # (the cluster form's first workgroup would depend on timing across workgroups: refused)
-    t.out(f"yield ('signal', {_barrier_id(t, op, cluster=False)}, {t.mask})")
+    t.out(f"yield Signal({_barrier_id(t, op, cluster=False)}, {t.mask})")
     t.out(f"{t.v(op.results[0])} = np.bool_(ctx.wave == 0)")
 
 

@@ -153,7 +153,7 @@ def scf_while(t, op: Op) -> None:
         t.out("while True:")
         with t.indented():
             t.out("ctx.tick()")
-            t.out("yield ('spin',)")  # lets other waves (and resident workgroups) progress
+            t.out("yield SPIN")  # lets other waves (and resident workgroups) progress
             _body(t, before)
             t.out(f"if not {t.v(c)}:")
             with t.indented():
@@ -175,7 +175,7 @@ def scf_while(t, op: Op) -> None:
     t.out("while True:")
     with t.indented():
         t.out("ctx.tick()")
-        t.out("yield ('spin',)")
+        t.out("yield SPIN")
         t.mask = m
         try:
             _body(t, before)

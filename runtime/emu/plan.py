@@ -179,7 +179,8 @@ class Decision(NamedTuple):
 
 @dataclass(frozen=True)
 class LaunchPlan:
-    """How a launch runs (`plan_launch`); `decisions` say why, in the order they were made."""
+    """How a launch runs (`plan_launch`); `decisions` say why, in the order they were made
+    (a later decision on the same `what` revises an earlier one)."""
 
     strategy: Strategy
     policy: Policy  # the policy the runs use: a lockstep policy's refused launch runs per wave
@@ -191,8 +192,8 @@ class LaunchPlan:
     decisions: tuple[Decision, ...] = ()
 
     def why(self, what: str) -> str:
-        """The reason for decision `what` ("lockstep", "batch", "strategy", ...)."""
-        return next(d.why for d in self.decisions if d.what == what)
+        """The reason for the final value of `what` ("lockstep", "batch", "strategy")."""
+        return [d.why for d in self.decisions if d.what == what][-1]
 
     @property
     def lockstep_batched(self) -> bool:
@@ -210,34 +211,26 @@ def plan_launch(geom: Geometry, *, policy: Policy, batch: int, resident: int, ta
     asked = AUTO if batch == AUTO else max(1, batch)
     resident = max(1, resident)
     if geom.cluster is not None:
-        refused = CLUSTER_REFUSAL if policy.lockstep else None
-        per_run = max(1, resident // geom.cluster_size)
-        return LaunchPlan(Strategy.CLUSTERS, policy.per_wave, False, 1, per_run, refused, None, (
-            Decision("lockstep", False, refused or f"the policy {policy} runs per wave"),
-            Decision("batch", 1, "batching is off for cluster launches"),
-            Decision("strategy", Strategy.CLUSTERS,
-                     f"{per_run} cluster(s) of {geom.cluster_size} workgroups resident per run "
-                     f"(resident={resident}): a cluster's workgroups always run together"),
-        ))
-    decisions = []
+        return _cluster_plan(geom, policy, resident)
     size = asked or auto_batch(geom.n_groups, geom.n_waves, geom.lds_bytes)
-    decisions.append(Decision("batch", size, f"batch={asked} asked" if asked else
-                              f"auto: {LANE_BUDGET} lanes, {LDS_BUDGET} LDS bytes, {geom.n_groups} workgroups"))
-    refused = batch_refused = None
-    lockstep = False
+    decisions = [Decision("batch", size, f"batch={asked} asked" if asked else
+                          f"auto: {geom.n_groups} workgroups within {LANE_BUDGET} lanes and {LDS_BUDGET} LDS bytes")]
+
+    def refusal(batched: bool) -> str | None:
+        return TAINT_REFUSAL if taint else lockstep_refusal(batched)
+
+    lockstep, refused, batch_refused = False, None, None
     if policy.lockstep:
-        refused = TAINT_REFUSAL if taint else lockstep_refusal(size > 1)
-        lockstep = refused is None
-        if not lockstep and size > 1 and asked == AUTO:
+        refused = refusal(size > 1)
+        if refused is not None and size > 1 and asked == AUTO:
             # not across workgroups (a while loop, an atomic-steered protocol): each
             # workgroup in lockstep still may, interleaved with the others
-            batch_refused = refused
-            refused = TAINT_REFUSAL if taint else lockstep_refusal(False)
-            lockstep = refused is None
-            size = 1
+            batch_refused, refused, size = refused, refusal(False), 1
             decisions.append(Decision("batch", 1, f"no lockstep across workgroups: {batch_refused}"))
-    decisions.append(Decision("lockstep", lockstep, refused or (f"the policy {policy} runs per wave"
-                                                                if not policy.lockstep else "uniformity.lockstep_refusal allows it")))
+        lockstep = refused is None
+    why = refused or ("uniformity.lockstep_refusal finds nothing against it" if lockstep
+                      else f"the policy {policy} runs per wave")
+    decisions.append(Decision("lockstep", lockstep, why))
     if not lockstep and asked == AUTO and size > 1:
         size = 1
         decisions.append(Decision("batch", 1, "per-wave runs batch only when asked (they re-run a chunk "
@@ -250,6 +243,8 @@ def plan_launch(geom: Geometry, *, policy: Policy, batch: int, resident: int, ta
                                                  "be resident together share a batch"))
     run_policy = policy if lockstep else policy.per_wave
     if resident > 1 and (not lockstep or size == 1):
+        if size > 1:
+            decisions.append(Decision("batch", 1, "resident workgroups run side by side, not batched"))
         return LaunchPlan(Strategy.RESIDENT, run_policy, lockstep, 1, resident, refused, batch_refused, (
             *decisions, Decision("strategy", Strategy.RESIDENT,
                                  f"resident={resident} workgroups interleaved per run, each with its own LDS")))
@@ -257,3 +252,15 @@ def plan_launch(geom: Geometry, *, policy: Policy, batch: int, resident: int, ta
     strategy = Strategy.LOCKSTEP if lockstep else Strategy.BATCHES
     return LaunchPlan(strategy, run_policy, lockstep, size, 1, refused, batch_refused, (
         *decisions, Decision("strategy", strategy, f"{size} workgroup(s) on the lane axis per run")))
+
+
+def _cluster_plan(geom: Geometry, policy: Policy, resident: int) -> LaunchPlan:
+    refused = CLUSTER_REFUSAL if policy.lockstep else None
+    per_run = max(1, resident // geom.cluster_size)
+    return LaunchPlan(Strategy.CLUSTERS, policy.per_wave, False, 1, per_run, refused, None, (
+        Decision("lockstep", False, refused or f"the policy {policy} runs per wave"),
+        Decision("batch", 1, "batching is off for cluster launches"),
+        Decision("strategy", Strategy.CLUSTERS,
+                 f"{per_run} cluster(s) of {geom.cluster_size} workgroups resident per run "
+                 f"(resident={resident}): a cluster's workgroups always run together"),
+    ))

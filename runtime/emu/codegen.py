@@ -7,11 +7,12 @@ Generated code shape (one function per kernel, cached by IR hash):
         v0, v1 = args             # kernel arguments (uniform)
         v2 = ctx.tid[0]           # one or a few lines per op ...
         v3 = R.lds_load(ctx, v2, np.dtype('int32'), 1, M0)[:, 0]
-        yield Barrier(-1, M0)     # barriers, waits and copy issues yield to the scheduler
+        ctx.sync_mask = M0
+        yield EV0  # Barrier(bid=-1): barriers, waits and copy issues yield to the scheduler
 
 Names: `v<N>` is SSA value N, `M<k>` an exec mask, `t<k>` a temporary. `R` is the
-run-time package (`rt/`), `np` numpy, the capitalized names the scheduler's events
-(`events.NAMESPACE`). Each generated line remembers the op it came from,
+run-time package (`rt/`), `np` numpy, `EV<k>` an event for the scheduler (events.py,
+`Translator.yield_event`). Each generated line remembers the op it came from,
 so an exception while translating or running names the op and its Python source line
 (`Program.failure`, `errors.fail_closed`).
 """
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import rt, taint as _taint
-from .events import NAMESPACE as EVENTS
+from .events import ISSUE_TENSOR
 from ldssan.passes.ir.irview import Block, Function, Loc, ModuleView, Op
 from .ops import load_all
 from ldssan.passes.ir.types import Type
@@ -92,6 +93,21 @@ class Translator:
         args = fn.body[0].args if fn.body else ()
         self.uni = analyze(fn.body, batched=batched, lockstep=lockstep)
         self.arg_ids = args
+        self.events: dict[str, object] = {}  # the events the code yields, by their names in it
+        self._event_names: dict[tuple, str] = {}
+
+    def yield_event(self, ev, *, masked: bool = False) -> None:
+        """Write a scheduling point: yield `ev` (events.py) to the scheduler; `masked`: the
+        wave reaches it under the current exec mask (`ctx.sync_mask`). Each event is built
+        once per translation, not at every yield (the scheduler's hot path)."""
+        key = (type(ev), ev)  # by type too: events of two types may be equal tuples
+        name = self._event_names.get(key)
+        if name is None:
+            name = self._event_names[key] = f"EV{len(self.events)}"
+            self.events[name] = ev
+        if masked:
+            self.out(f"ctx.sync_mask = {self.mask}")
+        self.out(f"yield {name}  # {ev!r}")
 
     # -- helpers used by emitters ------------------------------------------------------------
     def v(self, vid: int) -> str:
@@ -197,7 +213,7 @@ def _lockstep_tensor_copy(t: Translator, op: Op) -> None:
     # waves with an active lane issue it (a per-wave run skips it in the others).
     g = ", ".join(t.v(x) for x in op.operands[:4])
     t.out(f"ctx.tdm(R.tdm_copy, {t.mask}, {g}, {op.name.endswith('to.lds')})")
-    t.out("yield ISSUE_TENSOR")
+    t.yield_event(ISSUE_TENSOR)
 
 
 _LOCKSTEP_EMITTERS = {"rocdl.tensor.load.to.lds": _lockstep_tensor_copy,
@@ -233,7 +249,7 @@ def translate(view: ModuleView, fn_name: str, *, batched: bool = False, lockstep
     tr = Translator(view, fn, batched=batched, taint=taint, lockstep=lockstep)
     source = tr.translate()
     filename = f"<ldssan-emu:{fn_name}>"
-    namespace = {"R": rt, "np": np, **EVENTS}
+    namespace = {"R": rt, "np": np, **tr.events}
     exec(compile(source, filename, "exec"), namespace)
     prog = Program(
         name=fn_name, source=source, wave_fn=namespace["wave"], line_ops=tr.line_ops,

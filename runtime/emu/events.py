@@ -1,10 +1,12 @@
 """What a wave's generated code yields to the scheduler (sched.py): one type per event.
 
 A wave is a generator (codegen.py); it yields at every scheduling point, and the scheduler
-dispatches on the event's type. The emitters (ops/*.py) write `yield Barrier(-1, M0)` and
-the like: the translation's namespace holds these names (`NAMESPACE`), so an event costs a
-tuple, and the events without operands (or with constant ones) are single instances.
-Events are told apart by type, never by equality (they are tuples underneath).
+dispatches on the event's type. Every event's operands are known at translation, so each
+is built once per translation (`codegen.Translator.yield_event`), never at the yield: the
+scheduler's hot path builds nothing. A barrier signal is reached under an exec mask that is
+known only as the wave runs: the generated code sets `ctx.sync_mask` right before yielding
+a `Barrier` or `Signal`. Events are told apart by type, never by equality (they are tuples
+underneath: `Wait(0) == WaitAsyncMark(0)`).
 """
 
 from __future__ import annotations
@@ -13,18 +15,16 @@ from typing import NamedTuple
 
 
 class Barrier(NamedTuple):
-    """The workgroup barrier (`gpu.barrier`, `s_barrier`): signal then wait barrier `bid`,
-    reached under exec mask `mask`; its release fence lands the wave's ds stores first."""
+    """The workgroup barrier (`gpu.barrier`, `s_barrier`): signal then wait barrier `bid`
+    (exec mask: `ctx.sync_mask`); its release fence lands the wave's ds stores first."""
 
     bid: int
-    mask: object
 
 
 class Signal(NamedTuple):
-    """`s_barrier_signal bid` under exec mask `mask` (-3: the cluster barrier)."""
+    """`s_barrier_signal bid` (-3: the cluster barrier; exec mask: `ctx.sync_mask`)."""
 
     bid: int
-    mask: object
 
 
 class Wait(NamedTuple):
@@ -62,12 +62,8 @@ class Sync(NamedTuple):
     """A global atomic: other workgroups may act on it now."""
 
 
+WORKGROUP_BARRIER = Barrier(-1)
 SPIN = Spin()
 SYNC = Sync()
 ISSUE_ASYNC = Issue("async")
 ISSUE_TENSOR = Issue("tensor")
-
-# the names generated code uses (codegen.translate puts them in its namespace)
-NAMESPACE = {"Barrier": Barrier, "Signal": Signal, "Wait": Wait, "WaitCount": WaitCount,
-             "WaitAsyncMark": WaitAsyncMark, "SPIN": SPIN, "SYNC": SYNC, "ISSUE_ASYNC": ISSUE_ASYNC,
-             "ISSUE_TENSOR": ISSUE_TENSOR}

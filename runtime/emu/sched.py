@@ -301,7 +301,8 @@ class Scheduler:
                 self.budget.check()
             except StepBudgetExceeded as exc:
                 raise type(exc)(self._budget_message(exc, None)) from None
-        if type(ev) is Spin:
+        cls = type(ev)
+        if cls is Spin:
             if self.canonical:
                 self.spun[w] = self.steps
             self.spins += 1
@@ -313,7 +314,7 @@ class Scheduler:
         self.spins = 0
         if self.canonical:
             self.spun.clear()
-        on = self._ON.get(type(ev))
+        on = self._ON.get(cls)
         if on is None:
             raise RuntimeError(f"ldssan-emu: unknown scheduler event {ev!r}")
         on(self, w, ctx, ev)
@@ -323,18 +324,20 @@ class Scheduler:
         if self.canonical and ev.bid == -1:
             self.seg[w] += 2
         ctx.flush_ds()  # gpu.barrier's release fence is s_wait_dscnt 0
-        self._check_batch(ctx, ev.mask)
-        if self.strict and ev.mask is not ctx.mask:
-            self._check_lanes(w, ev.mask)
+        mask = ctx.sync_mask
+        self._check_batch(ctx, mask)
+        if self.strict and mask is not ctx.mask:
+            self._check_lanes(w, mask)
         self._signal(w, ev.bid)
         self._wait(w, ev.bid)
 
     def _on_signal(self, w: int, ctx: WaveCtx, ev: Signal) -> None:
         if self.canonical and ev.bid == -1:
             self.seg[w] += 1
-        self._check_batch(ctx, ev.mask)
-        if self.strict and ev.mask is not ctx.mask:
-            self._check_lanes(w, ev.mask)
+        mask = ctx.sync_mask
+        self._check_batch(ctx, mask)
+        if self.strict and mask is not ctx.mask:
+            self._check_lanes(w, mask)
         if ev.bid == CLUSTER_BARRIER:
             self._cluster_signal(w)
         else:

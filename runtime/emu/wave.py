@@ -147,6 +147,7 @@ class Copy:
 
 class WaveCtx:
     lockstep = False  # one wave (LockstepCtx: the waves of a workgroup as one lane array)
+    sync_mask = None  # the exec mask of the barrier signal the wave yielded last (events.py)
 
     def __init__(self, *, wave: int, n_waves: int, groups: list[tuple[int, int, int]],
                  block: tuple[int, int, int], grid: tuple[int, int, int], lds, gmem,

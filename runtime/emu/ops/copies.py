@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ldssan.passes.abi import ASYNC_WIDTH_BYTES
 from ldssan.passes.ir.irview import Op
+from ..events import ISSUE_ASYNC, ISSUE_TENSOR
 from . import emits
 
 
@@ -20,7 +21,7 @@ def tensor_copy(t, op: Op) -> None:
     g = ", ".join(t.v(x) for x in op.operands[:4])
     to_lds = op.name.endswith("to.lds")
     t.out(f"ctx.issue('tensor', R.tdm_copy(ctx, {g}, {to_lds}, {t.mask}))")
-    t.out("yield ISSUE_TENSOR")
+    t.yield_event(ISSUE_TENSOR)
 
 
 def _async_copy(t, op: Op) -> None:
@@ -30,7 +31,7 @@ def _async_copy(t, op: Op) -> None:
     to_lds = ".load." in op.name
     t.out(f"ctx.issue('async', R.AsyncCopy(ctx, {t.lanes(gptr)}, {t.lanes(lptr)}, {nbytes}, {offset}, "
           f"{to_lds}, {t.mask}))")
-    t.out("yield ISSUE_ASYNC")
+    t.yield_event(ISSUE_ASYNC)
 
 
 for _suffix in ASYNC_WIDTH_BYTES:

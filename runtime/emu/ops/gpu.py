@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ldssan.passes.ir.irview import Op, RawAttr
+from ..events import WORKGROUP_BARRIER
 from . import emits, one_line
 
 _DIMS = {"x": 0, "y": 1, "z": 2}
@@ -52,9 +53,10 @@ for _name, _line in {
 }.items():
     emits(_name)(one_line(_line))
 
-# the workgroup barrier, one for the gpu and the rocdl spellings
-barrier = emits("gpu.barrier", "rocdl.s.barrier", "rocdl.barrier")(
-    one_line("yield Barrier(-1, {mask})"))
+@emits("gpu.barrier", "rocdl.s.barrier", "rocdl.barrier")
+def barrier(t, op: Op) -> None:
+    """The workgroup barrier, one for the gpu and the rocdl spellings."""
+    t.yield_event(WORKGROUP_BARRIER, masked=True)
 
 
 @emits("gpu.return", "func.return", "llvm.return")

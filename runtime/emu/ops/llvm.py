@@ -5,6 +5,7 @@ from __future__ import annotations
 from ldssan.passes.abi import ORDERINGS, fence_drains
 from ldssan.passes.ir.irview import Op
 from ldssan.passes.ir.types import Type, byte_size
+from ..events import SYNC
 from . import EMITTERS, emits
 from .arith import _BINARY, _dtype_expr, binary, is_wide, lane_vector
 
@@ -203,7 +204,7 @@ def atomicrmw(t, op: Op) -> None:
     t.out(f"{t.v(op.results[0])} = R.atomic_rmw(ctx, {space}, {kind!r}, {t.lanes(ptr)}, "
           f"{t.lanes(val)}, {t.mask})")
     if space != 3:
-        t.out("yield SYNC")  # a global atomic: other workgroups may act on it now
+        t.yield_event(SYNC)  # a global atomic: other workgroups may act on it now
 
 
 @emits("llvm.cmpxchg")
@@ -213,7 +214,7 @@ def cmpxchg(t, op: Op) -> None:
     t.out(f"{t.v(op.results[0])} = R.atomic_cmpxchg(ctx, {space}, {t.lanes(ptr)}, {t.lanes(cmp)}, "
           f"{t.lanes(new)}, {t.mask})")
     if space != 3:
-        t.out("yield SYNC")
+        t.yield_event(SYNC)
 
 
 @emits("llvm.call")

@@ -1,8 +1,8 @@
 """rocdl dialect: gfx1250 ids (cluster ids too), cross-lane ops, buffer resources, barriers and waits.
 
 Barriers and counter waits become `yield` events for the scheduler (events.py):
-`Signal(id, mask)`, `Wait(id)`, `Barrier(id, mask)` (signal + wait), `WaitCount(counter, n)`,
-`WaitAsyncMark(n)`; `rocdl.asyncmark` only marks the wave (no event).
+`Signal(id)` (under the exec mask), `Wait(id)`, `Barrier(id)` (signal + wait, gpu.py),
+`WaitCount(counter, n)`, `WaitAsyncMark(n)`; `rocdl.asyncmark` only marks the wave.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from ldssan.passes.ir.irview import Op
 from . import emits, one_line
 from .arith import _dtype_expr, lane_vector
 from .llvm import _count
+from ..events import Signal, Wait, WaitAsyncMark, WaitCount
 from ..rt.crosslane import dpp_control_name
 
 
@@ -198,17 +199,14 @@ def _barrier_id(t, op: Op, *, cluster: bool = True) -> int:
                             f"barriers {modeled} are: unsupported op, please report")
 
 
-def _barrier_event(event: str, masked: bool):
-    """An emitter yielding `event(barrier id[, exec mask])` to the scheduler (events.py)."""
-    def emit(t, op: Op) -> None:
-        mask = f", {t.mask}" if masked else ""
-        t.out(f"yield {event}({_barrier_id(t, op)}{mask})")
-
-    return emit
+@emits("rocdl.s.barrier.signal")
+def barrier_signal(t, op: Op) -> None:
+    t.yield_event(Signal(_barrier_id(t, op)), masked=True)
 
 
-emits("rocdl.s.barrier.signal")(_barrier_event("Signal", masked=True))
-emits("rocdl.s.barrier.wait")(_barrier_event("Wait", masked=False))
+@emits("rocdl.s.barrier.wait")
+def barrier_wait(t, op: Op) -> None:
+    t.yield_event(Wait(_barrier_id(t, op)))
 
 
 _COUNTERS = {
@@ -220,7 +218,7 @@ _COUNTERS = {
 
 @emits(*_COUNTERS)
 def wait_counter(t, op: Op) -> None:
-    t.out(f"yield WaitCount({_COUNTERS[op.name]!r}, {int(op.attr('count'))})")
+    t.yield_event(WaitCount(_COUNTERS[op.name], int(op.attr('count'))))
 
 
 emits("rocdl.asyncmark")(one_line("ctx.asyncmark()"))
@@ -228,7 +226,7 @@ emits("rocdl.asyncmark")(one_line("ctx.asyncmark()"))
 
 @emits("rocdl.wait.asyncmark")
 def wait_asyncmark(t, op: Op) -> None:
-    t.out(f"yield WaitAsyncMark({int(op.attr('count'))})")
+    t.yield_event(WaitAsyncMark(int(op.attr('count'))))
 
 
 @emits("rocdl.s.barrier.signal.isfirst")
@@ -238,7 +236,7 @@ def barrier_signal_isfirst(t, op: Op) -> None:
     # on timing; made deterministic as the canonical order (MODEL.md §5: wave id) gives it:
     # wave 0 of the workgroup.
     # (the cluster form's first workgroup would depend on timing across workgroups: refused)
-    t.out(f"yield Signal({_barrier_id(t, op, cluster=False)}, {t.mask})")
+    t.yield_event(Signal(_barrier_id(t, op, cluster=False)), masked=True)
     t.out(f"{t.v(op.results[0])} = np.bool_(ctx.wave == 0)")
 
 

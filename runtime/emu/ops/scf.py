@@ -10,6 +10,7 @@ count, `ctx.tick()` per iteration otherwise), so a runaway loop is an error, not
 from __future__ import annotations
 
 from ldssan.passes.ir.irview import Block, Op
+from ..events import SPIN
 from . import emits
 
 
@@ -153,7 +154,7 @@ def scf_while(t, op: Op) -> None:
         t.out("while True:")
         with t.indented():
             t.out("ctx.tick()")
-            t.out("yield SPIN")  # lets other waves (and resident workgroups) progress
+            t.yield_event(SPIN)  # lets other waves (and resident workgroups) progress
             _body(t, before)
             t.out(f"if not {t.v(c)}:")
             with t.indented():
@@ -175,7 +176,7 @@ def scf_while(t, op: Op) -> None:
     t.out("while True:")
     with t.indented():
         t.out("ctx.tick()")
-        t.out("yield SPIN")
+        t.yield_event(SPIN)
         t.mask = m
         try:
             _body(t, before)

@@ -18,16 +18,14 @@ from ldssan.passes.ir.irview import ModuleView
 
 from . import taint as _taint
 from .codegen import translate
+# EmuLaunchError, bind_pointers, host_arguments, batch_option: the launch API as frontend.py
+# and __init__.py import it from here
+from .hostargs import EmuLaunchError, bind_pointers, host_arguments  # noqa: F401
 from .limits import Limits
 from .memory import GlobalMemory
-from .plan import AUTO, Geometry, plan_launch
+from .plan import AUTO, Geometry, batch_option, plan_launch  # noqa: F401
 from .runners import RUNNERS, LaunchRecord, LaunchRun
 from .sched import Policy
-
-# The launch API as the front end and the package import it (frontend.py, __init__.py):
-# names whose home is hostargs.py / plan.py.
-from .hostargs import EmuLaunchError, bind_pointers, host_arguments  # noqa: E402,F401
-from .plan import batch_option  # noqa: E402,F401
 
 
 class Launcher:

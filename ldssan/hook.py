@@ -1,8 +1,8 @@
 """Turning ldssan on for FlyDSL: `FLYDSL_LDSSAN=1`, `ldssan.enable()`, or `with ldssan.sanitize():`.
 
 While on, every FlyDSL kernel that is launched is compiled with the ldssan pass at the
-`ldssan{mode=san,...}` sentinel (its version and options are in the fragment, so FlyDSL's
-cache never serves an instrumented build to a plain run or the reverse), executed on the
+ldssan sentinel (`frontend.sentinel_fragment`: the run's `RunConfig` is in the fragment, so
+FlyDSL's cache never serves an instrumented build to a plain run or the reverse), executed on the
 virtual gfx1250, and checked; each host call's `LaunchResult` (its `Report`, the kernel
 name and the site table) goes to the active `Collector`.
 
@@ -17,12 +17,13 @@ from __future__ import annotations
 import os
 import threading
 from contextlib import contextmanager
+from dataclasses import replace
 
-from ldssan.passes import locations
 from ldssan.passes.instrument import instrument_pass
 from ldssan.runtime import arguments
 from ldssan.runtime.emu import frontend
 from ldssan.runtime.emu.frontend import EmuConfig
+from ldssan.runtime.emu.runconfig import RunConfig
 from ldssan.runtime.emu.limits import Limits
 from ldssan.runtime.emu.launch import batch_option
 from ldssan.runtime.emu.sched import Policy
@@ -111,8 +112,7 @@ def _make_config(policy, ring: int, batch: int, resident: int = 1, engine: str =
     # FlyDSL keeps 5 user frames per location by default: too few to reach the kernel line
     # that called a helper from inside a loop body. Reports want the whole chain.
     os.environ.setdefault("FLYDSL_DEBUG_MAX_LOC_DEPTH", "16")
-    frontend.register_pass("san", instrument_pass)
-    locations.install()
+    frontend.install_locations()
     if isinstance(policy, str):
         policy = Policy.parse(policy)
 
@@ -146,13 +146,13 @@ def _make_config(policy, ring: int, batch: int, resident: int = 1, engine: str =
         launches.config.on_fault = on_fault
         return launches.config, launches
     lim = limits if limits is not None else _limits(None, None)
-    cfg = EmuConfig(policy=policy, batch=1 if callable(batch) else batch_option(batch), resident=resident,
-                    sanitize=True, time_limit=lim.time_limit, step_budget=lim.step_budget,
-                    pass_options=f"ring={ring}", on_fault=on_fault)
+    run = RunConfig(policy=policy, batch=1 if callable(batch) else batch_option(batch), resident=resident,
+                    sanitize=True, time_limit=lim.time_limit, step_budget=lim.step_budget, ring=ring)
+    cfg = EmuConfig(run, on_fault=on_fault, sentinel_pass=instrument_pass)
 
     def factory(sites_json, entry, view):
         if callable(batch):  # per host call, from its IR; the call's Launcher is built after this
-            cfg.batch = batch(view)
+            cfg.run = replace(cfg.run, batch=batch(view))
         return ShadowSession(sites_json, entry, view, ring_capacity=ring, on_finish=on_finish)
 
     cfg.sanitizer_factory = factory
@@ -238,11 +238,7 @@ def engine() -> str | None:
     cfg = frontend.current()
     if cfg is None or not cfg.sanitize:
         return None
-    if "device=" not in cfg.pass_options:
-        return "python"
-    from ldssan.runtime.device.hardware import HW_OPTION
-
-    return "hardware" if HW_OPTION in cfg.pass_options else "emulated"
+    return cfg.run.executor
 
 
 def enabled() -> bool:
@@ -302,7 +298,7 @@ def _sanitized(policy: Policy, ring: int, batch, resident: int, device: str, lim
         with frontend.active(cfg):
             yield col
     except Exception as exc:
-        if cfg is not None and cfg.pass_options.startswith("device="):
+        if cfg is not None and cfg.run.device is not None:
             from ldssan.runtime.device.session import link_failure
 
             failure = link_failure(exc)  # a link refusal reaches the caller as DeviceLinkError

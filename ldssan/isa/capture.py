@@ -125,11 +125,11 @@ def capture_builds(fn, *args, **kwargs) -> list[Build]:
     line tables, a fresh cache) and return every kernel build it made."""
     from flydsl.compiler import jit_function
 
-    from ldssan.passes import locations
+    from ldssan.runtime.emu import frontend
 
     # Raw rocdl builders (s_barrier_signal, s_wait_dscnt) otherwise carry the kernel's
     # `def` line into the line table, not their call line.
-    locations.install()
+    frontend.install_locations()
     builds: list[Build] = []
     original = jit_function._dump_isa
 

@@ -34,26 +34,25 @@ SEVERITY = {"warn": "warning", "error": "error"}
 
 _lock = threading.Lock()
 _checked: dict[tuple, tuple[KernelResult, ...]] = {}
-_installed = False
 _collector: Callable | None = None
 
 
 def install(collector: Callable) -> None:
-    """Wrap FlyDSL's `JitFunction._compile_or_execute` (once, outside the emulator front
-    end's own wrapper). `collector()` is the active `hook.Collector` (passed in: this
-    package must not import `ldssan.hook`). Inert unless FLYDSL_LDSSAN_ISA is on."""
-    global _installed, _collector
-    from flydsl.compiler import jit_function
-
-    from ldssan.runtime.emu import frontend
+    """Wrap FlyDSL's `JitFunction._compile_or_execute` (`runtime.seam`, group `isa`: always
+    outside the emulator front end's own wrapper, whichever is installed first).
+    `collector()` is the active `hook.Collector` (passed in: this package must not import
+    `ldssan.hook`). Inert unless FLYDSL_LDSSAN_ISA is on."""
+    global _collector
+    from ldssan.runtime import seam
 
     _collector = collector
-    frontend.install()  # the front end's wrapper first, so ours runs outside it
-    if _installed:
-        return
-    jf = jit_function.JitFunction
-    jf._compile_or_execute = _wrapped(jf._compile_or_execute)
-    _installed = True
+    seam.install("isa", _patches)
+
+
+def _patches() -> list:
+    from flydsl.compiler import jit_function
+
+    return [(jit_function.JitFunction, "_compile_or_execute", _wrapped)]
 
 
 def clear() -> None:

@@ -27,7 +27,6 @@ from torch.autograd.profiler_util import FunctionEvent
 
 _windows: list["_Window"] = []  # the profiling windows open now (profilers can nest)
 _PROFILE = _prof.profile
-_MISSING = object()
 
 
 class _Window:
@@ -116,25 +115,13 @@ def _parse(orig):
 _WRAPS = {"__init__": _init, "_start_trace": _start_trace, "__exit__": _exit, "_parse_kineto_results": _parse}
 
 
-def install() -> dict:
-    """Wrap the profiler's and the emulator's seams; returns what `uninstall` puts back."""
+def patches() -> list:
+    """The profiler's and the emulator's launch seams (applied by `runtime.seam`)."""
     from ldssan.runtime.emu.launch import Launcher
 
-    saved = {name: _PROFILE.__dict__.get(name, _MISSING) for name in _WRAPS}
-    for name, wrap in _WRAPS.items():
-        setattr(_PROFILE, name, wrap(getattr(_PROFILE, name)))
-    saved["launch_kernel"] = Launcher.__dict__["launch_kernel"]
-    Launcher.launch_kernel = _launch_kernel(saved["launch_kernel"])
-    return saved
+    return [*((_PROFILE, name, wrap) for name, wrap in _WRAPS.items()), (Launcher, "launch_kernel", _launch_kernel)]
 
 
-def uninstall(saved: dict) -> None:
-    from ldssan.runtime.emu.launch import Launcher
-
-    Launcher.launch_kernel = saved.pop("launch_kernel")
-    for name, value in saved.items():
-        if value is _MISSING:
-            delattr(_PROFILE, name)
-        else:
-            setattr(_PROFILE, name, value)
+def reset() -> None:
+    """Forget the open profiling windows (the device is uninstalled)."""
     _windows.clear()

@@ -5,7 +5,7 @@ Two ways to bind the buffer (DESIGN.md, "Hardware"):
 
 * **In-process FlyDSL launches** (`on_device()`): the ring is a device tensor kept for the
   process's lifetime and its address is baked into the linked IR, as `emulated()` does with
-  a CPU tensor. The address and `target=hw` are in the build's cache key, so such a build
+  a CPU tensor. The address and the hardware target (`DeviceLink`) are in the build's cache key, so such a build
   never serves a compile-only, emulated, sanitized or plain run, and an address in a cached
   build never dangles. FlyDSL loads and launches the code object as any kernel.
 * **Standalone code objects** (`ldssan build --device` output loaded by the user's own HIP
@@ -40,7 +40,6 @@ from .session import device_records
 
 ARCH = "gfx1250"
 RING_SYMBOL = L.RING_GLOBAL  # the module global a standalone code object reads the address from
-HW_OPTION = "target=hw"  # in the sentinel: FlyDSL's whole pipeline after the link, a real launch
 
 
 class HardwareUnavailable(RuntimeError):
@@ -188,7 +187,7 @@ def on_device(*, grid: tuple | None = None):
     _LAUNCHES[0] += 1
     ring.reset(_LAUNCHES[0])
     run = HardwareRun(ring, _LAUNCHES[0], grid=grid)
-    with device_session(ring.addr, HW_OPTION, lds_only=True) as session:
+    with device_session(ring.addr, hardware=True, lds_only=True) as session:
         run.session = session
         yield run
 
@@ -267,6 +266,7 @@ class HardwareLaunches:
 
     def __init__(self, *, capacity: int, on_finish, inner=None):
         from ..emu.frontend import EmuConfig
+        from ..emu.runconfig import DeviceLink, RunConfig
         from .emulated import source_digest
 
         gfx1250_device()  # HardwareUnavailable, with the reason, before anything is built
@@ -277,32 +277,38 @@ class HardwareLaunches:
         self.launch = 0
         self.built: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # artifact -> Built
         self.pending: list[Built] = []  # linked, its artifact not launched yet
-        self.config = EmuConfig(sanitize=True, pass_options=f"device={source_digest()},ctx={self.ring.addr:x},"
-                                                            f"{HW_OPTION},proc={_PROCESS}")
+        link = DeviceLink(source_digest(), self.ring.addr, hardware=True, process=_PROCESS)
+        self.config = EmuConfig(RunConfig(sanitize=True, device=link), sentinel_pass=self._pass)
         self.session = None
         self._orig = None
 
     def install(self) -> None:
+        """Take FlyDSL's call-state constructor (`runtime.seam`, group `hardware`: outside the
+        emulator's dispatch). One at a time: a second `install` is refused."""
         from flydsl.compiler import jit_function
 
+        from .. import seam
         from ..emu import frontend
         from .build import _ACTIVE, Session
 
-        frontend.install()
-        frontend.register_pass("dev", self._pass)
+        if seam.installed("hardware"):
+            raise RuntimeError("ldssan device runtime: hardware launches are installed already (uninstall them first)")
+        frontend.install()  # the pipeline seam puts the sentinel in
         _LINK_FAILURES.clear()
         self.session = Session(self.config, lds_only=True)
         _ACTIVE.insert(0, self.session)  # under any building() block opened later
-        self._orig = jit_function._call_state_from_spec
-        jit_function._call_state_from_spec = self._call_state
+        seam.install("hardware", [(jit_function, "_call_state_from_spec", self._over)])
+
+    def _over(self, below):
+        self._orig = below
+        return self._call_state
 
     def uninstall(self) -> None:
-        from flydsl.compiler import jit_function
-
+        from .. import seam
         from .build import _ACTIVE
 
         if self._orig is not None:
-            jit_function._call_state_from_spec = self._orig
+            seam.uninstall("hardware")
             self._orig = None
         if self.session in _ACTIVE:
             _ACTIVE.remove(self.session)

@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Callable
 
 from ..emu.frontend import EmuConfig
+from ..emu.runconfig import DeviceLink, RunConfig
 from ..records import Record, Ring
 from ..session import SessionOutcome, lds_buffers
 from . import layout as L
@@ -90,14 +91,11 @@ class EmulatedCall:
 def emulated_config(policy, *, ring: int, resident: int = 1,
                     on_finish: Callable[[SessionOutcome], None]) -> EmuConfig:
     """The EmuConfig of FLYDSL_LDSSAN_DEVICE=emulated (`emulated.device_policy`)."""
-    from ..emu import frontend
-
     policy = device_policy(policy)
-    frontend.register_pass("dev", _device_pass)
     _LINK_FAILURES.clear()
     buf = record_buffer()
-    cfg = EmuConfig(policy=policy, resident=resident, sanitize=True,
-                    pass_options=f"device={source_digest()},ctx={buf.addr:x}", time_limit=DEVICE_TIME_LIMIT)
+    cfg = EmuConfig(RunConfig(policy=policy, resident=resident, sanitize=True, time_limit=DEVICE_TIME_LIMIT,
+                              device=DeviceLink(source_digest(), buf.addr)), sentinel_pass=_device_pass)
     cfg.sanitizer_factory = lambda sites_json, entry, view: EmulatedCall(sites_json, entry, view, capacity=ring,
                                                                          on_finish=on_finish)
     return cfg

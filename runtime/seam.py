@@ -51,12 +51,8 @@ class _Slot:
     target: object
     name: str
     original: object  # `_MISSING`: the attribute was not in the target's own namespace
+    seen: object  # what reading it gave then (an inherited value; None if there was none)
     layers: list = field(default_factory=list)  # [group, wrap, below, value], innermost first
-
-
-_lock = threading.RLock()
-_slots: dict[tuple[int, str], _Slot] = {}
-_groups: dict[str, list[Patch]] = {}
 
 
 def _own(target, name: str):
@@ -76,66 +72,103 @@ def _visible(target, name: str, own):
     return own if own is not _MISSING else getattr(target, name, None)
 
 
-def installed(group: str) -> bool:
-    return group in _groups
+def _where(slot: _Slot) -> str:
+    owner = getattr(slot.target, "__qualname__", None) or getattr(slot.target, "__name__", repr(slot.target))
+    return f"{owner}.{slot.name}"
 
 
-def install(group: str, patches: "Iterable[Patch] | Callable[[], Iterable[Patch]]") -> bool:
-    """Apply `group`'s patches (a list, or a function making it: called only when the group
-    is not installed yet). Idempotent: a group already installed is left as it is; returns
-    whether this call installed it."""
-    if group not in ORDER:
-        raise ValueError(f"ldssan seam: unknown group {group!r} (known: {', '.join(ORDER)})")
-    with _lock:
-        if group in _groups:
-            return False
-        made = [Patch(*p) for p in (patches() if callable(patches) else patches)]
-        rank = ORDER.index(group)
-        for p in made:
-            key = (id(p.target), p.name)
-            slot = _slots.get(key)
-            if slot is None:
-                slot = _slots[key] = _Slot(p.target, p.name, _own(p.target, p.name))
-            at = sum(1 for layer in slot.layers if ORDER.index(layer[0]) < rank)
-            if at == len(slot.layers):  # on top, over whatever is there now
-                below = _visible(p.target, p.name, _own(p.target, p.name))
-            else:
-                _check_clean(slot, at)
-                below = slot.layers[at][2]
-            slot.layers.insert(at, [group, p.wrap, None, None])
-            _restack(slot, at, below)
-        _groups[group] = made
-        return True
+class Seam:
+    """Patch groups over shared attributes, stacked in `order` (innermost first). The
+    process has one (`ORDER`, the module functions below); tests make their own."""
 
+    def __init__(self, order: tuple[str, ...]):
+        self.order = order
+        self._lock = threading.RLock()
+        self._slots: dict[tuple[int, str], _Slot] = {}
+        self._groups: dict[str, list[Patch]] = {}
 
-def uninstall(group: str) -> bool:
-    """Take `group`'s patches out (the groups above it are re-wrapped over what lay beneath
-    it); returns whether it was installed."""
-    with _lock:
-        made = _groups.pop(group, None)
-        if made is None:
-            return False
-        for p in made:
-            key = (id(p.target), p.name)
-            slot = _slots[key]
-            at = next(i for i, layer in enumerate(slot.layers) if layer[0] == group)
-            if at == len(slot.layers) - 1:
-                layer = slot.layers.pop()
-                if _own(slot.target, slot.name) is layer[3]:  # else someone set a value over ours: it stays
-                    _set(slot.target, slot.name, layer[2] if slot.layers else slot.original)
-            else:
-                _check_clean(slot, at + 1)
-                below = slot.layers.pop(at)[2]
+    def installed(self, group: str) -> bool:
+        return group in self._groups
+
+    def install(self, group: str, patches: "Iterable[Patch] | Callable[[], Iterable[Patch]]") -> bool:
+        """Apply `group`'s patches (a list, or a function making it: called only when the
+        group is not installed yet). Idempotent: a group already installed is left as it is;
+        returns whether this call installed it."""
+        if group not in self.order:
+            raise ValueError(f"ldssan seam: unknown group {group!r} (known: {', '.join(self.order)})")
+        with self._lock:
+            if group in self._groups:
+                return False
+            made = [Patch(*p) for p in (patches() if callable(patches) else patches)]
+            rank = self.order.index(group)
+            for p in made:
+                key = (id(p.target), p.name)
+                slot = self._slots.get(key)
+                if slot is None:
+                    own = _own(p.target, p.name)
+                    slot = self._slots[key] = _Slot(p.target, p.name, own, _visible(p.target, p.name, own))
+                at = sum(1 for layer in slot.layers if self.order.index(layer[0]) < rank)
+                if at == len(slot.layers):  # on top, over whatever is there now
+                    below = _visible(p.target, p.name, _own(p.target, p.name))
+                else:
+                    _check_clean(slot, at)
+                    below = slot.layers[at][2]
+                slot.layers.insert(at, [group, p.wrap, None, None])
                 _restack(slot, at, below)
-            if not slot.layers:
-                del _slots[key]
-        return True
+            self._groups[group] = made
+            return True
+
+    def uninstall(self, group: str) -> bool:
+        """Take `group`'s patches out (the groups above it are re-wrapped over what lay
+        beneath it); returns whether it was installed."""
+        with self._lock:
+            made = self._groups.pop(group, None)
+            if made is None:
+                return False
+            for p in made:
+                key = (id(p.target), p.name)
+                slot = self._slots[key]
+                at = next(i for i, layer in enumerate(slot.layers) if layer[0] == group)
+                if at == len(slot.layers) - 1:
+                    layer = slot.layers.pop()
+                    if _own(slot.target, slot.name) is layer[3]:  # else someone set a value over ours: it stays
+                        _set(slot.target, slot.name, layer[2] if slot.layers else slot.original)
+                else:
+                    _check_clean(slot, at + 1)
+                    below = slot.layers.pop(at)[2]
+                    _restack(slot, at, below)
+                if not slot.layers:
+                    del self._slots[key]
+            return True
+
+    def original(self, target, name: str):
+        """The value `target.name` had before any group patched it, as the target holds it (a
+        class's own descriptor; else what reading it gave, None if nothing): the current one
+        if no group patches it."""
+        slot = self._slots.get((id(target), name))
+        if slot is None:
+            return _visible(target, name, _own(target, name))
+        return slot.seen if slot.original is _MISSING else slot.original
+
+    def layers(self, target, name: str) -> list[str]:
+        """The groups patching `target.name`, innermost first."""
+        slot = self._slots.get((id(target), name))
+        return [] if slot is None else [layer[0] for layer in slot.layers]
+
+    def patched(self) -> list[tuple[object, str]]:
+        """Every attribute a group patches now."""
+        with self._lock:
+            return [(s.target, s.name) for s in self._slots.values()]
+
+    def groups(self) -> list[str]:
+        """The installed groups, in order."""
+        return [g for g in self.order if g in self._groups]
 
 
 def _check_clean(slot: _Slot, at: int) -> None:
     """Layers from `at` up can be re-wrapped: nothing but ldssan's own values between them
     and on top."""
-    beneath = slot.layers[at - 1][3] if at else _visible(slot.target, slot.name, slot.original)
+    beneath = slot.layers[at - 1][3] if at else slot.seen
     if slot.layers[at][2] is not beneath or _own(slot.target, slot.name) is not slot.layers[-1][3]:
         raise SeamConflict(f"ldssan seam: {_where(slot)} was replaced by something other than ldssan "
                            f"over a patch; the {', '.join(layer[0] for layer in slot.layers[at:])} patch "
@@ -147,34 +180,9 @@ def _restack(slot: _Slot, start: int, below) -> None:
     for layer in slot.layers[start:]:
         layer[2] = below
         layer[3] = below = layer[1](below)
-    _set(slot.target, slot.name, below if slot.layers else slot.original)
+    _set(slot.target, slot.name, below)
 
 
-def _where(slot: _Slot) -> str:
-    owner = getattr(slot.target, "__qualname__", None) or getattr(slot.target, "__name__", repr(slot.target))
-    return f"{owner}.{slot.name}"
-
-
-def original(target, name: str):
-    """The value `target.name` had before any group patched it (the current one if none)."""
-    slot = _slots.get((id(target), name))
-    if slot is None:
-        return getattr(target, name)
-    return _visible(target, name, slot.original)
-
-
-def layers(target, name: str) -> list[str]:
-    """The groups patching `target.name`, innermost first."""
-    slot = _slots.get((id(target), name))
-    return [] if slot is None else [layer[0] for layer in slot.layers]
-
-
-def patched() -> list[tuple[object, str]]:
-    """Every attribute a group patches now."""
-    with _lock:
-        return [(s.target, s.name) for s in _slots.values()]
-
-
-def groups() -> list[str]:
-    """The installed groups, in `ORDER`."""
-    return [g for g in ORDER if g in _groups]
+SEAM = Seam(ORDER)  # the process's
+installed, install, uninstall = SEAM.installed, SEAM.install, SEAM.uninstall
+original, layers, patched, groups = SEAM.original, SEAM.layers, SEAM.patched, SEAM.groups

@@ -73,9 +73,10 @@ def device_session(ring_addr: int, *, hardware: bool = False, lds_only: bool = F
     A link refusal reaches the caller as `DeviceLinkError` (FlyDSL wraps a pass failure in
     its own error type)."""
     from ..emu import frontend
+    from ..emu.runconfig import DeviceLink, RunConfig
     from .link import DeviceLinkError
 
-    run = frontend.RunConfig(sanitize=True, device=frontend.DeviceLink(source_digest(), ring_addr, hardware=hardware))
+    run = RunConfig(sanitize=True, device=DeviceLink(source_digest(), ring_addr, hardware=hardware))
     session = Session(frontend.EmuConfig(run, sentinel_pass=_recording_pass), lds_only=lds_only)
     _LINK_FAILURES.clear()
     _ACTIVE.append(session)

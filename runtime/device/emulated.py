@@ -212,6 +212,7 @@ def emulated(policy="canonical", *, capacity: int | None = None, resident: int =
     `run.records()` after. `scratch` puts every shadow in global scratch (else only where
     LDS has no room)."""
     from ..emu import frontend
+    from ..emu.runconfig import DeviceLink, RunConfig
 
     buf = record_buffer()
     buf.reset(capacity)
@@ -224,9 +225,9 @@ def emulated(policy="canonical", *, capacity: int | None = None, resident: int =
         run.starts.append(len(cfg.launches))
         return _Launches(buf, view)
 
-    device = frontend.DeviceLink(source_digest(), buf.addr, scratch=scratch)
-    cfg = frontend.EmuConfig(frontend.RunConfig(policy=device_policy(policy), sanitize=True, resident=resident,
-                                                time_limit=DEVICE_TIME_LIMIT, device=device),
+    device = DeviceLink(source_digest(), buf.addr, scratch=scratch)
+    cfg = frontend.EmuConfig(RunConfig(policy=device_policy(policy), sanitize=True, resident=resident,
+                                       time_limit=DEVICE_TIME_LIMIT, device=device),
                              sanitizer_factory=on_launch, sentinel_pass=_device_pass)
     run.config = cfg
     from .link import DeviceLinkError

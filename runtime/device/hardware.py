@@ -280,36 +280,31 @@ class HardwareLaunches:
         link = DeviceLink(source_digest(), self.ring.addr, hardware=True, process=_PROCESS)
         self.config = EmuConfig(RunConfig(sanitize=True, device=link), sentinel_pass=self._pass)
         self.session = None
-        self._orig = None
 
     def install(self) -> None:
         """Take FlyDSL's call-state constructor (`runtime.seam`, group `hardware`: outside the
-        emulator's dispatch). One at a time: a second `install` is refused."""
+        emulator's dispatch); installed ones nest, the last installed asked first."""
         from flydsl.compiler import jit_function
 
         from .. import seam
         from ..emu import frontend
         from .build import _ACTIVE, Session
 
-        if seam.installed("hardware"):
-            raise RuntimeError("ldssan device runtime: hardware launches are installed already (uninstall them first)")
         frontend.install()  # the pipeline seam puts the sentinel in
         _LINK_FAILURES.clear()
         self.session = Session(self.config, lds_only=True)
         _ACTIVE.insert(0, self.session)  # under any building() block opened later
-        seam.install("hardware", [(jit_function, "_call_state_from_spec", self._over)])
-
-    def _over(self, below):
-        self._orig = below
-        return self._call_state
+        _INSTALLED.append(self)
+        seam.install("hardware", [(jit_function, "_call_state_from_spec", _dispatch)])
 
     def uninstall(self) -> None:
         from .. import seam
         from .build import _ACTIVE
 
-        if self._orig is not None:
-            seam.uninstall("hardware")
-            self._orig = None
+        if self in _INSTALLED:
+            _INSTALLED.remove(self)
+            if not _INSTALLED:
+                seam.uninstall("hardware")
         if self.session in _ACTIVE:
             _ACTIVE.remove(self.session)
 
@@ -329,7 +324,7 @@ class HardwareLaunches:
                                   kernels, kernel_buffers(view)))
         del op.attributes["ldssan.emu"]
 
-    def _call_state(self, call_spec, artifact):
+    def _call_state(self, call_spec, artifact, below):
         from ..emu import frontend
 
         built = self.built.get(artifact)
@@ -340,8 +335,26 @@ class HardwareLaunches:
         if built is None and frontend.current() is self.config and not frontend._is_emu_artifact(artifact):
             raise HardwareRunError(f"ldssan device runtime: {getattr(artifact, '_entry', '?')}: a build this "
                                    "process did not link was served; its records could not be named")
-        state = (self.inner or self._orig)(call_spec, artifact)
+        state = (self.inner or below)(call_spec, artifact)
         return state if built is None else HardwareCall(self, built, state, getattr(artifact, "_entry", ""))
+
+
+_INSTALLED: list[HardwareLaunches] = []  # innermost last
+
+
+def _dispatch(below):
+    """FlyDSL's call-state constructor while hardware launches are installed: the innermost
+    asked first, each falling through to the next, the last to what lay beneath (`below`)."""
+
+    def ask(at: int, call_spec, artifact):
+        if at == 0:
+            return below(call_spec, artifact)
+        return _INSTALLED[at - 1]._call_state(call_spec, artifact, functools.partial(ask, at - 1))
+
+    def call_state_from_spec(call_spec, artifact):
+        return ask(len(_INSTALLED), call_spec, artifact)
+
+    return call_state_from_spec
 
 
 class HardwareCall:

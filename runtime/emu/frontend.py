@@ -28,15 +28,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ldssan.passes import locations
+from ldssan.passes.ir.irview import view_module
 
 from .. import seam
-from ldssan.passes.ir.irview import view_module
 from . import calls, threads
 from .calls import CALLS, LaunchNotRun  # noqa: F401  (the pytest plugin's and users' names)
 from .launch import Launcher, bind_pointers, host_arguments
 from .memory import GlobalMemory, in_host_memory
+from .runconfig import RunConfig
 from .specialize import specialization
-from .runconfig import DeviceLink, RunConfig  # noqa: F401  (DeviceLink: the device runtime's name for it)
 
 SENTINEL = "ldssan"
 VERSION = "0.1.0"
@@ -146,8 +146,12 @@ def sentinel_fragment(run: RunConfig, locs: str | None = None) -> str:
     dev = run.device
     if dev is not None:
         parts += [f"device={dev.digest}", f"ctx={dev.ring_addr:x}"]
-        parts += ["scratch=1"] * dev.scratch + ["target=hw"] * dev.hardware
-        parts += [f"proc={dev.process}"] * bool(dev.process)
+        if dev.scratch:
+            parts.append("scratch=1")
+        if dev.hardware:
+            parts.append("target=hw")
+        if dev.process:
+            parts.append(f"proc={dev.process}")
     if locs is not None:
         parts.append(f"locs={locs}")
     return f"{SENTINEL}{{{','.join(parts)}}}"

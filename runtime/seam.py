@@ -27,7 +27,8 @@ from typing import Callable, Iterable, NamedTuple
 #   vdevice    ldssan/vdevice            torch.cuda, the profiler, autograd, launch predicates
 #   isa        ldssan/isa/sanitized.py   each sanitized build is also ISA-checked
 #   hardware   runtime/device/hardware   device-runtime builds launched on a real gfx1250
-ORDER = ("locations", "frontend", "vdevice", "isa", "hardware")
+#   capture    ldssan/isa/capture.py     FlyDSL's ISA dump, recorded during one capture call
+ORDER = ("locations", "frontend", "vdevice", "isa", "hardware", "capture")
 
 _MISSING = object()
 

@@ -23,9 +23,9 @@ from ldssan.passes.instrument import instrument_pass
 from ldssan.runtime import arguments
 from ldssan.runtime.emu import frontend
 from ldssan.runtime.emu.frontend import EmuConfig
-from ldssan.runtime.emu.runconfig import RunConfig
 from ldssan.runtime.emu.limits import Limits
 from ldssan.runtime.emu.launch import batch_option
+from ldssan.runtime.emu.runconfig import RunConfig
 from ldssan.runtime.emu.sched import Policy
 from ldssan.runtime.session import ShadowSession
 

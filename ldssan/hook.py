@@ -119,7 +119,8 @@ def _make_config(policy, ring: int, batch: int, resident: int = 1, engine: str =
     col = collector()
     add = col.add
     coverage = bool(config.get("coverage"))  # read here, so a bad value fails before any launch
-    if config.get("isa") != "off":
+    isa = config.get("isa")
+    if isa != "off":
         from .isa import sanitized  # FlyDSL's linker path: loaded only when asked for
 
         sanitized.install(collector)
@@ -136,18 +137,18 @@ def _make_config(policy, ring: int, batch: int, resident: int = 1, engine: str =
         from ldssan.runtime.device.session import emulated_config
 
         cfg = emulated_config(policy, ring=ring, resident=resident, on_finish=on_finish)
-        cfg.on_fault = on_fault
+        cfg.on_fault, cfg.run = on_fault, replace(cfg.run, isa=isa)
         return cfg, None
     if engine == "hardware":
         from ldssan.runtime.device.hardware import HardwareLaunches
 
         launches = HardwareLaunches(capacity=ring, on_finish=on_finish)
         launches.install()
-        launches.config.on_fault = on_fault
+        launches.config.on_fault, launches.config.run = on_fault, replace(launches.config.run, isa=isa)
         return launches.config, launches
     lim = limits if limits is not None else _limits(None, None)
     run = RunConfig(policy=policy, batch=1 if callable(batch) else batch_option(batch), resident=resident,
-                    sanitize=True, time_limit=lim.time_limit, step_budget=lim.step_budget, ring=ring)
+                    sanitize=True, time_limit=lim.time_limit, step_budget=lim.step_budget, ring=ring, isa=isa)
     cfg = EmuConfig(run, on_fault=on_fault, sentinel_pass=instrument_pass)
 
     def factory(sites_json, entry, view):

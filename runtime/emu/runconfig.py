@@ -31,7 +31,7 @@ class DeviceLink:
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Executor, schedule and limits of the launches of one run."""
+    """Executor, schedule, limits and checks of the launches of one run."""
 
     policy: Policy = field(default_factory=Policy)
     batch: int = AUTO  # workgroups on the lane axis; AUTO: by the lane budget under lockstep
@@ -41,6 +41,9 @@ class RunConfig:
     sanitize: bool = False  # builds are instrumented and launches checked
     ring: int | None = None  # the Python engine's ring capacity (records kept per host call)
     device: DeviceLink | None = None  # the device runtime checks, not the Python engine
+    # FLYDSL_LDSSAN_ISA: each sanitized build is also built for gfx1250 and ISA-checked, its
+    # findings warnings ("warn") or errors ("error"); "off": not (ldssan/isa/sanitized.py)
+    isa: str = "off"
 
     @property
     def executor(self) -> str:

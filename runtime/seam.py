@@ -101,21 +101,15 @@ class Seam:
             if group in self._groups:
                 return False
             made = [Patch(*p) for p in (patches() if callable(patches) else patches)]
-            rank = self.order.index(group)
-            for p in made:
-                key = (id(p.target), p.name)
-                slot = self._slots.get(key)
-                if slot is None:
-                    own = _own(p.target, p.name)
-                    slot = self._slots[key] = _Slot(p.target, p.name, own, _visible(p.target, p.name, own))
-                at = sum(1 for layer in slot.layers if self.order.index(layer[0]) < rank)
-                if at == len(slot.layers):  # on top, over whatever is there now
-                    below = _visible(p.target, p.name, _own(p.target, p.name))
-                else:
-                    _check_clean(slot, at)
-                    below = slot.layers[at][2]
-                slot.layers.insert(at, [group, p.wrap, None, None])
-                _restack(slot, at, below)
+            done = []
+            try:
+                for p in made:
+                    self._put_in(group, p)
+                    done.append(p)
+            except BaseException:
+                for p in reversed(done):  # all of the group or none of it
+                    self._take_out(group, p)
+                raise
             self._groups[group] = made
             return True
 
@@ -123,24 +117,55 @@ class Seam:
         """Take `group`'s patches out (the groups above it are re-wrapped over what lay
         beneath it); returns whether it was installed."""
         with self._lock:
-            made = self._groups.pop(group, None)
+            made = self._groups.get(group)
             if made is None:
                 return False
-            for p in made:
-                key = (id(p.target), p.name)
-                slot = self._slots[key]
+            for p in made:  # refused before anything is taken out
+                slot = self._slots[(id(p.target), p.name)]
                 at = next(i for i, layer in enumerate(slot.layers) if layer[0] == group)
-                if at == len(slot.layers) - 1:
-                    layer = slot.layers.pop()
-                    if _own(slot.target, slot.name) is layer[3]:  # else someone set a value over ours: it stays
-                        _set(slot.target, slot.name, layer[2] if slot.layers else slot.original)
-                else:
+                if at < len(slot.layers) - 1:
                     _check_clean(slot, at + 1)
-                    below = slot.layers.pop(at)[2]
-                    _restack(slot, at, below)
-                if not slot.layers:
-                    del self._slots[key]
+            del self._groups[group]
+            for p in reversed(made):
+                self._take_out(group, p)
             return True
+
+    def _put_in(self, group: str, p: Patch) -> None:
+        key = (id(p.target), p.name)
+        slot = self._slots.get(key)
+        if slot is None:
+            own = _own(p.target, p.name)
+            slot = self._slots[key] = _Slot(p.target, p.name, own, _visible(p.target, p.name, own))
+        rank = self.order.index(group)
+        at = sum(1 for layer in slot.layers if self.order.index(layer[0]) < rank)
+        if at == len(slot.layers):  # on top, over whatever is there now
+            below = _visible(p.target, p.name, _own(p.target, p.name))
+        else:
+            _check_clean(slot, at)
+            below = slot.layers[at][2]
+        slot.layers.insert(at, [group, p.wrap, None, None])
+        try:
+            _restack(slot, at, below)
+        except BaseException:  # a wrap failed: nothing was set
+            slot.layers.pop(at)
+            if not slot.layers:
+                del self._slots[key]
+            raise
+
+    def _take_out(self, group: str, p: Patch) -> None:
+        key = (id(p.target), p.name)
+        slot = self._slots[key]
+        at = next(i for i, layer in enumerate(slot.layers) if layer[0] == group)
+        if at == len(slot.layers) - 1:
+            layer = slot.layers.pop()
+            if _own(slot.target, slot.name) is layer[3]:  # else someone set a value over ours: it stays
+                _set(slot.target, slot.name, layer[2] if slot.layers else slot.original)
+        else:
+            _check_clean(slot, at + 1)
+            below = slot.layers.pop(at)[2]
+            _restack(slot, at, below)
+        if not slot.layers:
+            del self._slots[key]
 
     def original(self, target, name: str):
         """The value `target.name` had before any group patched it, as the target holds it (a
@@ -177,10 +202,15 @@ def _check_clean(slot: _Slot, at: int) -> None:
 
 
 def _restack(slot: _Slot, start: int, below) -> None:
-    """Re-wrap the layers from `start` up over `below`, and set the top one's value."""
+    """Re-wrap the layers from `start` up over `below`, and set the top one's value; if a
+    wrap raises, the layers and the attribute are left as they were."""
+    made = []
     for layer in slot.layers[start:]:
-        layer[2] = below
-        layer[3] = below = layer[1](below)
+        value = layer[1](below)
+        made.append((below, value))
+        below = value
+    for layer, (under, value) in zip(slot.layers[start:], made):
+        layer[2], layer[3] = under, value
     _set(slot.target, slot.name, below)
 
 

@@ -78,6 +78,20 @@ def test_a_foreign_value_on_top_is_wrapped_kept_and_given_back(target):
     assert target.f is fake
 
 
+def test_a_group_goes_in_whole_or_not_at_all(target):
+    s = seam.Seam(GROUPS)
+    s.install("isa", [(target, "f", _tagger("isa"))])
+    over = target.f
+
+    def broken(below):
+        raise RuntimeError("wrap failed")
+
+    with pytest.raises(RuntimeError, match="wrap failed"):
+        s.install("frontend", [(target, "g", lambda below: "g"), (target, "f", broken)])
+    assert not s.installed("frontend") and not hasattr(target, "g")
+    assert target.f is over and s.layers(target, "f") == ["isa"]
+
+
 def test_unknown_group_is_refused(target):
     with pytest.raises(ValueError, match="unknown group 'mine'"):
         seam.install("mine", [(target, "f", _tagger("mine"))])

@@ -105,7 +105,8 @@ def pytest_configure(config):
     config.stash[_NOTES] = []
     config.stash[_LINT] = {}
     config.stash[_FAULTED] = []
-    config.stash[_REMOTE] = {"builds": {}, "launches": 0, "reports": []}
+    config.stash[_REMOTE] = {"builds": {}, "launches": 0, "reports": [],
+                             "memo": {"replayed": 0, "recorded": 0, "not_memoizable": {}}}
     config.stash[_UNCHECKED] = {}
     if on:
         from . import hook
@@ -209,7 +210,8 @@ def _check(item, results) -> None:
     kernels = _builds(results)
     item.config.stash[_PER_TEST][item.nodeid] = {
         "launches": len(results), "kernels": len(kernels), "sites": sum(kernels.values()),
-        "violations": sum(len(r.report.violations) for r in results)}
+        "violations": sum(len(r.report.violations) for r in results),
+        "replayed": sum(r.memo == "replayed" for r in results)}
     _note_warnings(item, results)
     marker = item.get_closest_marker("ldssan")
     expected = set(marker.kwargs.get("expect") or ()) if marker else set()
@@ -312,6 +314,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     n_viol = sum(len(rep.violations) for rep in failed.values())
     tr.write_sep("=", f"ldssan: {n_viol} violations in {len(failed)} tests")
     tr.write_line(f"ldssan: {len(kernels)} kernels, {_checked_launches(config)} launches, {sites} sites checked")
+    from .session import memo_line
+
+    memo = memo_line(_memo(config))
+    if memo:
+        tr.write_line(memo)
     shown = 0
     for nodeid, rep in failed.items():
         for v in rep.violations:
@@ -359,7 +366,7 @@ def pytest_sessionfinish(session):
     try:
         # written with no launch too: the file then says so (0 kernels, each test's counts)
         write_report(merge_reports(*_all_reports(config)), path,
-                     extra={"tests": config.stash[_PER_TEST]}, notes=config.stash[_NOTES])
+                     extra={"tests": config.stash[_PER_TEST], "memo": _memo(config)}, notes=config.stash[_NOTES])
     except OSError as exc:
         config.stash[_WRITTEN] = f"ldssan: ERROR: cannot write the report to {path}: {exc.strerror or exc}"
         if session.exitstatus == pytest.ExitCode.OK:
@@ -378,6 +385,13 @@ def _all_builds(config) -> dict:
 
 def _checked_launches(config) -> int:
     return len(config.stash[_RESULTS]) + config.stash[_REMOTE]["launches"]
+
+
+def _memo(config) -> dict:
+    """How the launch memo took the checked launches (`session.memo_counts`), workers' included."""
+    from .session import add_memo_counts, memo_counts
+
+    return add_memo_counts(memo_counts(r for _n, r in config.stash[_RESULTS]), config.stash[_REMOTE]["memo"])
 
 
 def _all_reports(config) -> list:
@@ -406,12 +420,14 @@ def _send_to_controller(config) -> None:
     controller's `pytest_testnodedown`)."""
     from .decode import Report, merge_reports
     from .report import to_json
+    from .session import memo_counts
 
     stash = config.stash
     config.workeroutput[_WORKER_KEY] = json.dumps({
         "builds": [[kernel, [list(s) for s in sites], n] for (kernel, sites), n in _builds(
             r for _n, r in stash[_RESULTS]).items()],
         "launches": len(stash[_RESULTS]),
+        "memo": memo_counts(r for _n, r in stash[_RESULTS]),
         "report": to_json(merge_reports(*(r.report for _n, r in stash[_RESULTS]))),
         "failed": {nodeid: to_json(rep) for nodeid, rep in stash[_FAILED].items()},
         "per_test": stash[_PER_TEST],
@@ -437,12 +453,14 @@ def pytest_testnodedown(node, error):
 
 def _merge_worker(config, data: dict) -> None:
     from .report import from_json
+    from .session import add_memo_counts
 
     stash = config.stash
     remote = stash[_REMOTE]
     for kernel, sites, n in data["builds"]:
         remote["builds"][kernel, tuple(tuple(s) for s in sites)] = n
     remote["launches"] += data["launches"]
+    remote["memo"] = add_memo_counts(remote["memo"], data["memo"])
     remote["reports"].append(from_json(data["report"]))
     stash[_FAILED].update({nodeid: from_json(rep) for nodeid, rep in data["failed"].items()})
     stash[_PER_TEST].update(data["per_test"])

@@ -242,6 +242,20 @@ class Ring:
         data[: len(self._data)] = self._data
         self._data = data
 
+    def relabelled(self, launch: int) -> "Ring":
+        """A copy of this finished ring whose records are those of launch `launch` (a
+        memoized call replayed as a new launch: runtime/emu/memo.py)."""
+        out = Ring(self.capacity, verbatim=self.verbatim)
+        out._data = self._data.copy()
+        out._data["launch"][: len(self)] = launch
+        out.written = self.written
+        out.folded = {k: list(v) for k, v in self.folded.items()}
+        return out
+
+    @property
+    def nbytes(self) -> int:
+        return self._data.nbytes + 64 * len(self.folded)
+
     def records(self) -> list[Record]:
         return [Record(*(int(x) for x in row)) for row in self._data[: len(self)].tolist()]
 

@@ -45,6 +45,7 @@ class SessionOutcome:
     sites_json: str
     coverage_json: str
     buffers: tuple[LdsBufferInfo, ...]
+    memo: str = ""  # the call's memo outcome (runtime/emu/memo.py): replayed, recorded, not memoizable: ...
 
 
 class ShadowSession:
@@ -59,6 +60,15 @@ class ShadowSession:
         self.engines: list[ShadowEngine] = []  # every engine begun since the last end_batch
         self._open: list = []  # their finish calls (a batch's: `split.BatchSplit.finish`)
         self.kernels: list[str] = []
+        self.memo = ""  # set by runtime/emu/memo.py
+
+    # -- called by runtime/emu/memo.py: an identical earlier call's records stand for this one's --
+    def memo_snapshot(self) -> "_Snapshot":
+        return _Snapshot(self.ring.relabelled(self.launch), tuple(self.kernels))
+
+    def replay(self, snapshot: "_Snapshot") -> None:
+        self.ring = snapshot.ring.relabelled(self.launch)
+        self.kernels = list(snapshot.kernels)
 
     # -- called by the emulator's Launcher ------------------------------------------------------
     def begin_batch(self, prog, waves, chunk, grid, lds_bytes):
@@ -98,7 +108,19 @@ class ShadowSession:
         self.on_finish(SessionOutcome(
             entry=self.entry, kernels=tuple(self.kernels), launch=self.launch, ring=self.ring,
             sites_json=self.sites_json, coverage_json=self.view.attrs.get("ldssan.coverage", "{}"),
-            buffers=lds_buffers(self.view)))
+            buffers=lds_buffers(self.view), memo=self.memo))
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """A finished call's records and kernels, kept by the launch memo."""
+
+    ring: Ring
+    kernels: tuple[str, ...]
+
+    @property
+    def nbytes(self) -> int:
+        return self.ring.nbytes
 
 
 def lds_buffers(view) -> tuple[LdsBufferInfo, ...]:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from ldssan.passes import locations
 from ldssan.passes.ir.irview import view_module
-from . import calls, threads
+from . import calls, memo, threads
 from .calls import CALLS, LaunchNotRun  # noqa: F401  (the pytest plugin's and users' names)
 from .launch import AUTO, Launcher, bind_pointers, host_arguments
 from .memory import GlobalMemory, in_host_memory
@@ -54,6 +54,7 @@ class EmuConfig:
     # on_fault(exc, entry, sanitizer) -> the exception to raise for a launch that raised `exc`
     # (the sanitizer records it: a caught fault still reaches the report), or None
     on_fault: object = None
+    memo: "memo.Memo | None" = None  # identical host calls replayed (memo.py); None: off
 
 
 _state = threading.local()
@@ -480,7 +481,7 @@ class EmuCallState:
         launcher = Launcher(view, gmem, policy=cfg.policy, batch=cfg.batch, time_limit=cfg.time_limit,
                             step_budget=cfg.step_budget, ir_key=key, sanitizer=sanitizer, resident=cfg.resident)
         try:
-            launcher.run_host(entry, values)
+            memo.run_host(cfg.memo, launcher, entry, values, raws)
             cfg.launches.extend(launcher.records)
             if sanitizer is not None:
                 sanitizer.finish()

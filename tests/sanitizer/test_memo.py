@@ -263,3 +263,65 @@ def test_plain_emulation_memoizes_only_when_asked(executed):
     assert executed[0] == 3
     assert [r.stats["memo"] for r in cfg.launches] == ["recorded", "replayed"]
     torch.testing.assert_close(out, _want(x))
+
+
+pytest_plugins = ["pytester"]
+
+LOOP = '''
+import torch, flydsl.compiler as flyc, flydsl.expr as fx
+N = 64
+
+@flyc.kernel
+def neighbour(Out: fx.Tensor):
+    tid = fx.thread_idx.x
+    lds = fx.SharedAllocator().allocate(fx.Array[fx.Int32, N]).peek()
+    lds[tid] = fx.Int32(tid) * 10
+    fx.gpu.barrier()
+    Out[tid] = lds[(tid + 32) % N]
+
+@flyc.jit
+def launch(Out: fx.Tensor, stream: fx.Stream = fx.Stream(None)):
+    neighbour(Out).launch(grid=(1, 1, 1), block=(N, 1, 1), stream=stream)
+
+def test_benchmark_loop():
+    out = torch.zeros(N, dtype=torch.int32)
+    for _ in range(6):  # the first sees zeros, the second the result, the rest what the second saw
+        launch(out)
+    assert int(out[0]) == 320
+
+def test_raw_pointer():
+    out = torch.zeros(N, dtype=torch.int32)
+    launch(flyc.from_c_void_p(fx.Int32, out.data_ptr()))
+'''
+
+
+@pytest.mark.slow  # a pytest subprocess (~15 s); test_plugin.py's runs check the same lines at no extra cost
+def test_the_summary_and_the_json_report_count_the_replayed_launches(pytester, monkeypatch):
+    import json
+
+    pytester.makepyfile(test_loop=LOOP)
+    monkeypatch.setenv("FLYDSL_LDSSAN", "1")
+    res = pytester.runpytest_subprocess("-p", "ldssan", "--ldssan-report=out.json")
+    res.assert_outcomes(passed=2)
+    res.stdout.fnmatch_lines(["*ldssan: 1 kernels, 7 launches, 3 sites checked*",
+                              f"ldssan: 4 launches replayed (identical to an earlier one), 2 recorded, "
+                              f"1 not memoizable (1: {memo.RAW_ADDRESSES})"])
+    doc = json.loads((pytester.path / "out.json").read_text())
+    assert doc["memo"] == {"replayed": 4, "recorded": 2, "not_memoizable": {memo.RAW_ADDRESSES: 1}}
+    assert doc["tests"]["test_loop.py::test_benchmark_loop"]["replayed"] == 4
+
+
+def test_the_memo_counts_and_their_summary_line(executed):
+    from ldssan.session import add_memo_counts, memo_counts, memo_line
+
+    x, out = _inputs()
+    with ldssan.sanitize(memo=memo.DEFAULT_BUDGET) as col:
+        for _ in range(4):
+            scale(x, out)
+        fill_ptr(flyc.from_c_void_p(fx.Int32, out.data_ptr()))
+    counts = memo_counts(col.results)
+    assert counts == {"replayed": 2, "recorded": 2, "not_memoizable": {memo.RAW_ADDRESSES: 1}}
+    assert memo_line(counts) == ("ldssan: 2 launches replayed (identical to an earlier one), 2 recorded, "
+                                 f"1 not memoizable (1: {memo.RAW_ADDRESSES})")
+    assert add_memo_counts(counts, counts)["not_memoizable"] == {memo.RAW_ADDRESSES: 2}
+    assert memo_line(memo_counts(())) is None  # memo off: no line

@@ -51,6 +51,10 @@ class _Batch:
     dropped: bool = False  # more than _MAX_EVENTS accesses: not recorded, not judged
 
 
+def _probing() -> str:
+    return "the reliance probe records each launch's accesses"
+
+
 class Probe:
     """Context manager: record the ds accesses and barriers of the sanitized launches inside
     it (the engine and the session are wrapped, not changed; restored on exit)."""
@@ -60,6 +64,7 @@ class Probe:
         self._saved: list = []
 
     def __enter__(self) -> "Probe":
+        from ldssan.runtime.emu import memo
         from ldssan.runtime.session import ShadowSession
         from ldssan.runtime.shadow import ShadowEngine
         from ldssan.runtime.shadow.operands import lane_payload
@@ -113,9 +118,13 @@ class Probe:
             cls = ShadowSession if name == "begin_batch" else ShadowEngine
             self._saved.append((cls, name, cls.__dict__.get(name)))
             setattr(cls, name, fn)
+        memo.add_observer(_probing)  # a replayed launch would record no access here
         return self
 
     def __exit__(self, *exc) -> bool:
+        from ldssan.runtime.emu import memo
+
+        memo.remove_observer(_probing)
         for cls, name, old in reversed(self._saved):
             if old is None:
                 delattr(cls, name)

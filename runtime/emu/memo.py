@@ -27,14 +27,15 @@ Refused (run normally, counted as not memoizable with the reason):
 - raw addresses: a pointer argument outside the launch's tensors (`from_c_void_p`, an
   integer address) or a kernel that builds global pointers from integers (`llvm.inttoptr`)
   may read any live tensor of the process (`GlobalMemory.reach_process`);
-- taint runs (`ldssan rows`): they observe the execution itself;
+- observed runs: taint runs (`ldssan rows`), and while an observer registered with
+  `add_observer` says why (a torch profiler window recording each launch as a device event,
+  the campaign's reliance probe recording each access): they see executions, not replays;
 - a checker that cannot be replayed: the device runtime (FLYDSL_LDSSAN_DEVICE=emulated)
   keeps its records in a buffer of process memory, outside the launch's regions;
 - a module without a content hash (nothing to key the specialization on);
 - a call whose post-state alone exceeds the budget (run, not recorded).
 
-Observers that wrap the engine (the campaign's reliance probe) see executed calls only;
-ldssan's own open a fresh `sanitize()` block per launch, and every block has its own memo.
+Every `sanitize()` / `emulate()` block has its own memo (`enable()` one for the process).
 
 Bounded memory: a `Memo` keeps at most `budget` bytes of post-states and records, least
 recently used first out. FLYDSL_LDSSAN_MEMO / `sanitize(memo=)` / `enable(memo=)` set the
@@ -61,11 +62,26 @@ RECORDED = "recorded"
 RAW_ADDRESSES = ("raw addresses: a pointer argument outside the launch's tensors, or llvm.inttoptr, "
                  "may read any live tensor")
 TAINT_RUN = "a taint run (ldssan rows) observes the execution itself"
+OBSERVED = "observed: "  # + what an observer (add_observer) said
 NOT_REPLAYABLE = "its checker cannot be replayed (the device runtime keeps its records in process memory)"
 NO_MODULE_HASH = "the module has no content hash"
 TOO_LARGE = "its post-state exceeds the memo budget"
 NEW_REGIONS = "it registered memory while running"
 NOT_MEMOIZABLE = "not memoizable: "
+
+
+# Observers of execution (a profiler window, a probe): each returns why a call must run now, or None
+_OBSERVERS: list = []
+
+
+def add_observer(why) -> None:
+    """While `why()` returns a reason, calls run and are counted not memoizable with it."""
+    _OBSERVERS.append(why)
+
+
+def remove_observer(why) -> None:
+    if why in _OBSERVERS:
+        _OBSERVERS.remove(why)
 
 
 def refused(status: str) -> str | None:
@@ -180,6 +196,10 @@ def _refusal(launcher) -> str | None:
         return RAW_ADDRESSES
     if _taint.current() is not None:
         return TAINT_RUN
+    for why in list(_OBSERVERS):
+        said = why()
+        if said:
+            return OBSERVED + said
     if launcher.sanitizer is not None and not hasattr(launcher.sanitizer, "replay"):
         return NOT_REPLAYABLE
     return None

@@ -325,3 +325,25 @@ def test_the_memo_counts_and_their_summary_line(executed):
                                  f"1 not memoizable (1: {memo.RAW_ADDRESSES})")
     assert add_memo_counts(counts, counts)["not_memoizable"] == {memo.RAW_ADDRESSES: 2}
     assert memo_line(memo_counts(())) is None  # memo off: no line
+
+
+def test_an_observed_launch_runs_and_says_who_observes_it(executed):
+    # a torch profiler window (ldssan.vdevice) or the campaign's reliance probe records each
+    # execution: while one says so, nothing is replayed
+    x, out = _inputs()
+    why = ["a test watches"]
+    memo.add_observer(lambda: why[0])
+    try:
+        with ldssan.sanitize(memo=memo.DEFAULT_BUDGET) as col:
+            for _ in range(2):
+                out.zero_()
+                scale(x, out)
+            why[0] = None
+            out.zero_()
+            scale(x, out)  # no longer observed, but the first two were never recorded
+            out.zero_()
+            scale(x, out)
+    finally:
+        memo._OBSERVERS.clear()
+    assert executed[0] == 3
+    assert [r.memo for r in col.results] == ["not memoizable: observed: a test watches"] * 2 + ["recorded", "replayed"]

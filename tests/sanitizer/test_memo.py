@@ -15,6 +15,8 @@ from ldssan import config
 from ldssan.runtime.arguments import ConfigError
 from ldssan.runtime.emu import emulate, launch, memo
 
+from ..neighbour import IMPORTS, RACE_LINES, load_neighbour, neighbour_source
+
 N = 64
 
 
@@ -34,14 +36,6 @@ def _bump(Out: fx.Tensor):
 
 
 @flyc.kernel
-def _racy(Out: fx.Tensor):
-    tid = fx.thread_idx.x
-    lds = fx.SharedAllocator().allocate(fx.Array[fx.Int32, N]).peek()
-    lds[tid] = fx.Int32(tid) * 10  # memo racy: store
-    Out[tid] = lds[(tid + 32) % N]  # memo racy: load
-
-
-@flyc.kernel
 def _fill_ptr(Out: fx.Pointer):
     tid = fx.thread_idx.x
     Out[tid] = fx.Int32(tid) * 7
@@ -55,11 +49,6 @@ def scale(In: fx.Tensor, Out: fx.Tensor, stream: fx.Stream = fx.Stream(None)):
 @flyc.jit
 def bump(Out: fx.Tensor, stream: fx.Stream = fx.Stream(None)):
     _bump(Out).launch(grid=(1, 1, 1), block=(N, 1, 1), stream=stream)
-
-
-@flyc.jit
-def racy(Out: fx.Tensor, stream: fx.Stream = fx.Stream(None)):
-    _racy(Out).launch(grid=(1, 1, 1), block=(N, 1, 1), stream=stream)
 
 
 @flyc.jit
@@ -83,6 +72,12 @@ def executed(monkeypatch):
 
     monkeypatch.setattr(launch.Launcher, "launch_kernel", launch_kernel)
     return count
+
+
+@pytest.fixture(scope="module")
+def racy(tmp_path_factory):
+    """The racy neighbour kernel's launcher (tests/neighbour.py)."""
+    return load_neighbour(tmp_path_factory.mktemp("racy"), name="memo_racy", sync=(), shift=32).launch
 
 
 def _inputs():
@@ -144,12 +139,7 @@ def test_a_kernel_reading_its_output_is_never_replayed_on_other_contents(execute
     torch.testing.assert_close(out, torch.ones(N, dtype=torch.int32))
 
 
-def _race_lines() -> set[int]:
-    with open(__file__) as f:
-        return {i for i, text in enumerate(f, 1) if text.rstrip().endswith(("# memo racy: store", "# memo racy: load"))}
-
-
-def test_a_replayed_racy_launch_reports_its_violations_as_its_own(executed):
+def test_a_replayed_racy_launch_reports_its_violations_as_its_own(executed, racy):
     out = torch.zeros(N, dtype=torch.int32)
     with ldssan.sanitize(memo=memo.DEFAULT_BUDGET) as col:
         racy(out)
@@ -160,14 +150,14 @@ def test_a_replayed_racy_launch_reports_its_violations_as_its_own(executed):
     assert second.memo == "replayed" and second.launch != first.launch
     for r in (first, second):
         races = [v for v in r.report.violations if v.code == "LDS001"]
-        assert races and {races[0].site.line, races[0].other_site.line} == _race_lines()
+        assert races and {races[0].site.text.strip(), races[0].other_site.text.strip()} == RACE_LINES
         assert all(v.launches == frozenset({r.launch}) for v in r.report.violations)
     assert [(v.code, v.site.line, v.count) for v in first.report.violations] == \
            [(v.code, v.site.line, v.count) for v in second.report.violations]
     assert len(col.violations) == 2 * len(first.report.violations)
 
 
-def test_a_seeded_random_policy_is_deterministic_and_replayed(executed):
+def test_a_seeded_random_policy_is_deterministic_and_replayed(executed, racy):
     # random(SEED) draws from random.Random(SEED) afresh for every scheduler run: a racy
     # kernel computes the same bytes each time, so a replay equals a re-run
     outs = []
@@ -267,21 +257,7 @@ def test_plain_emulation_memoizes_only_when_asked(executed):
 
 pytest_plugins = ["pytester"]
 
-LOOP = '''
-import torch, flydsl.compiler as flyc, flydsl.expr as fx
-N = 64
-
-@flyc.kernel
-def neighbour(Out: fx.Tensor):
-    tid = fx.thread_idx.x
-    lds = fx.SharedAllocator().allocate(fx.Array[fx.Int32, N]).peek()
-    lds[tid] = fx.Int32(tid) * 10
-    fx.gpu.barrier()
-    Out[tid] = lds[(tid + 32) % N]
-
-@flyc.jit
-def launch(Out: fx.Tensor, stream: fx.Stream = fx.Stream(None)):
-    neighbour(Out).launch(grid=(1, 1, 1), block=(N, 1, 1), stream=stream)
+LOOP = IMPORTS + neighbour_source(shift=32) + '''
 
 def test_benchmark_loop():
     out = torch.zeros(N, dtype=torch.int32)

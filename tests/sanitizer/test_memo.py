@@ -5,6 +5,8 @@ Executions are counted by wrapping `Launcher.launch_kernel`, the one place a ker
 
 from __future__ import annotations
 
+import types
+
 import pytest
 import torch
 
@@ -323,3 +325,25 @@ def test_an_observed_launch_runs_and_says_who_observes_it(executed):
         memo._OBSERVERS.clear()
     assert executed[0] == 3
     assert [r.memo for r in col.results] == ["not memoizable: observed: a test watches"] * 2 + ["recorded", "replayed"]
+
+
+def test_a_taint_run_and_the_device_runtime_are_not_memoizable(executed, monkeypatch):
+    x, out = _inputs()
+    with ldssan.sanitize(device="emulated", memo=memo.DEFAULT_BUDGET) as col:
+        dev = ldssan.runtime.emu.frontend.current()
+        for _ in range(2):
+            out.zero_()
+            scale(x, out)
+    assert executed[0] == 2 and len(col.results) == 2 and all(r.report.clean for r in col.results)
+    assert dev.memo.stats()["not_memoizable"] == {memo.NOT_REPLAYABLE: 2}
+    # as under `ldssan rows`' tracking(), seen by the memo only (the run itself stays untainted)
+    monkeypatch.setattr(memo, "_taint", types.SimpleNamespace(current=lambda: object()))
+    with ldssan.sanitize(memo=memo.DEFAULT_BUDGET) as col2:
+        cfg = ldssan.runtime.emu.frontend.current()
+        for _ in range(2):
+            out.zero_()
+            scale(x, out)
+    assert executed[0] == 4
+    assert [memo.refused(r.memo) for r in col2.results] == [memo.TAINT_RUN] * 2
+    assert cfg.memo.stats()["not_memoizable"] == {memo.TAINT_RUN: 2}
+    torch.testing.assert_close(out, _want(x))

@@ -192,6 +192,8 @@ def run_host(memo: Memo | None, launcher, entry: str, values: list, raws: list[b
 def _refusal(launcher) -> str | None:
     if not launcher.ir_key:
         return NO_MODULE_HASH
+    if launcher.sanitizer is not None and not hasattr(launcher.sanitizer, "replay"):
+        return NOT_REPLAYABLE  # first: the device runtime's linked code also builds pointers
     if launcher.gmem.reach_process:
         return RAW_ADDRESSES
     if _taint.current() is not None:
@@ -200,8 +202,6 @@ def _refusal(launcher) -> str | None:
         said = why()
         if said:
             return OBSERVED + said
-    if launcher.sanitizer is not None and not hasattr(launcher.sanitizer, "replay"):
-        return NOT_REPLAYABLE
     return None
 
 

@@ -15,7 +15,6 @@ from .errors import EmulationError, UnsupportedOp
 from .frontend import EmuConfig, active, current
 from .launch import AUTO, EmuLaunchError, batch_option
 from .limits import Limits
-from .memo import Memo
 from .memory import EmuMemoryError
 from .threads import UncoveredThreadLaunch
 from .sched import ALL_POLICIES, BarrierDivergenceError, BatchDivergence, DeadlockError, Policy, SpinTimeout
@@ -35,17 +34,14 @@ class EmulateRefused(RuntimeError):
 
 
 def emulate(policy: "Policy | str" = "round-robin", *, batch: "int | str" = "auto", resident: int = 1,
-            time_limit: "float | str | None" = None, step_budget: "int | str | None" = None,
-            memo: int | None = None):
+            time_limit: "float | str | None" = None, step_budget: "int | str | None" = None):
     """Launches of FlyDSL kernels inside the block run on the virtual gfx1250.
 
     `batch` workgroups run together on the lane axis (throughput); "auto": as many as fit the
     lane budget under the lockstep policy, one at a time under per-wave policies. `resident`
     workgroups run at once, interleaved by the scheduler (persistent kernels that wait on
     each other). `time_limit` (CPU seconds per launch) and `step_budget` (loop iterations
-    per scheduler run): None or "auto" scale with the launch (`limits.py`). `memo`: bytes of
-    post-states kept to replay identical launches (`memo.py`; 0: off); None: the enclosing
-    sanitizer's memo, off outside one.
+    per scheduler run): None or "auto" scale with the launch (`limits.py`).
 
     Under an active sanitizer (`ldssan.enable()`, FLYDSL_LDSSAN=1, or an enclosing
     `ldssan.sanitize()` block) the launches run with this policy AND are checked, their
@@ -57,26 +53,24 @@ def emulate(policy: "Policy | str" = "round-robin", *, batch: "int | str" = "aut
     resident = arguments.integer("emulate", "resident", resident, 1)
     arguments.batch_and_resident("emulate", batch, resident)
     limits = Limits(time_limit, step_budget)  # a bad value fails here, before any launch
-    memo = None if memo is None else arguments.integer("emulate", "memo", memo, 0)
     from ldssan.passes import locations
 
     locations.install()  # refusals and faults name the raw builders' own lines, not `def`
-    return _emulated(policy, batch, resident, limits, memo)
+    return _emulated(policy, batch, resident, limits)
 
 
 @contextmanager
-def _emulated(policy: Policy, batch: int, resident: int, limits: Limits, memo: int | None):
-    with active(_config_under(current(), policy, batch, resident, limits, memo)) as cfg:
+def _emulated(policy: Policy, batch: int, resident: int, limits: Limits):
+    with active(_config_under(current(), policy, batch, resident, limits)) as cfg:
         yield cfg
 
 
 def _config_under(outer: "EmuConfig | None", policy: Policy, batch: int, resident: int,
-                  limits: Limits, memo: int | None = None) -> EmuConfig:
+                  limits: Limits) -> EmuConfig:
     """emulate()'s config: plain, or the active sanitizer's with this schedule."""
-    store = Memo(memo) if memo else None
     if outer is None or not outer.sanitize:
         return EmuConfig(policy=policy, batch=batch, resident=resident, time_limit=limits.time_limit,
-                         step_budget=limits.step_budget, memo=store)
+                         step_budget=limits.step_budget)
     if "target=hw" in outer.pass_options:
         raise EmulateRefused("ldssan: emulate() inside a sanitizer that runs on a real gfx1250 "
                              "(FLYDSL_LDSSAN_DEVICE=hardware): its launches cannot run on the virtual "
@@ -87,8 +81,6 @@ def _config_under(outer: "EmuConfig | None", policy: Policy, batch: int, residen
                              "(FLYDSL_LDSSAN_DEVICE=emulated): the device runtime runs waves one at "
                              "a time; pass a per-wave policy (canonical, round-robin, random(SEED), ...)")
     # a fresh launch list: the outer config's records are its own; limits given here win
-    # its memo: the sanitizer's (the policy is part of every key), unless given here
     return replace(outer, policy=policy, batch=batch, resident=resident, launches=[],
-                   memo=outer.memo if memo is None else store,
                    time_limit=outer.time_limit if limits.time_limit is None else limits.time_limit,
                    step_budget=outer.step_budget if limits.step_budget is None else limits.step_budget)

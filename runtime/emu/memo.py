@@ -35,11 +35,14 @@ Refused (run normally, counted as not memoizable with the reason):
 - a module without a content hash (nothing to key the specialization on);
 - a call whose post-state alone exceeds the budget (run, not recorded).
 
-Every `sanitize()` / `emulate()` block has its own memo (`enable()` one for the process).
+Every `sanitize()` block has its own memo (`enable()` one for the process); an `emulate()`
+block inside it shares it (`replace` copies the config; the policy is in every key).
+Plain emulation outside a sanitizer is never memoized: output checks and the emulator's
+benchmarks time and compare executions.
 
 Bounded memory: a `Memo` keeps at most `budget` bytes of post-states and records, least
 recently used first out. FLYDSL_LDSSAN_MEMO / `sanitize(memo=)` / `enable(memo=)` set the
-budget of sanitized runs (0: off); plain `emulate()` memoizes only when given `memo=`.
+budget (0: off).
 """
 
 from __future__ import annotations
@@ -99,8 +102,8 @@ class _Entry:
 
 @dataclass
 class Memo:
-    """The recorded host calls of one run configuration (a `sanitize()` / `emulate()` block,
-    or the process under `enable()`), at most `budget` bytes, least recently used first out."""
+    """The recorded host calls of one sanitizer (a `sanitize()` block, or the process under
+    `enable()`), at most `budget` bytes, least recently used first out."""
 
     budget: int = DEFAULT_BUDGET
     replayed: int = 0

@@ -240,20 +240,26 @@ def test_the_memo_option_turns_it_off_and_is_validated(executed, monkeypatch):
         ldssan.sanitize(memo=-1)
 
 
-def test_plain_emulation_memoizes_only_when_asked(executed):
+def test_plain_emulation_is_not_memoized_and_emulate_shares_the_sanitizers_memo(executed):
     x, out = _inputs()
-    with emulate() as cfg:
-        scale(x, out)
+
+    def call() -> None:
         out.zero_()
         scale(x, out)
-    assert executed[0] == 2 and cfg.memo is None
-    with emulate(memo=1 << 20) as cfg:
-        out.zero_()
-        scale(x, out)
-        out.zero_()
-        scale(x, out)
-    assert executed[0] == 3
-    assert [r.stats["memo"] for r in cfg.launches] == ["recorded", "replayed"]
+
+    with emulate() as cfg:  # output checks and emulator benchmarks time real executions
+        call()
+        call()
+    assert executed[0] == 2 and cfg.memo is None and "memo" not in cfg.launches[-1].stats
+    with ldssan.sanitize(memo=memo.DEFAULT_BUDGET) as col:
+        with emulate("reverse") as inner:
+            call()
+        call()  # lockstep: another policy, another key
+        with emulate("reverse") as again:
+            call()
+    assert executed[0] == 4 and [r.memo for r in col.results] == ["recorded", "recorded", "replayed"]
+    assert [r.stats["memo"] for r in inner.launches + again.launches] == ["recorded", "replayed"]
+    assert [r.policy for r in again.launches] == ["reverse"]
     torch.testing.assert_close(out, _want(x))
 
 

@@ -100,7 +100,7 @@ class _Entry:
     nbytes: int
 
 
-@dataclass
+@dataclass(eq=False)  # a store: equal only to itself
 class Memo:
     """The recorded host calls of one sanitizer (a `sanitize()` block, or the process under
     `enable()`), at most `budget` bytes, least recently used first out."""

@@ -223,6 +223,8 @@ def test_the_memo_evicts_the_least_recently_used_by_bytes(executed):
 
 def test_the_memo_option_turns_it_off_and_is_validated(executed, monkeypatch):
     x, out = _inputs()
+    monkeypatch.delenv("FLYDSL_LDSSAN_MEMO", raising=False)
+    assert config.get("memo") == memo.DEFAULT_BUDGET  # the option's default is the runtime's
     monkeypatch.setenv("FLYDSL_LDSSAN_MEMO", "0")
     with ldssan.sanitize() as col:
         scale(x, out)

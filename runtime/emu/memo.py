@@ -134,10 +134,8 @@ class Memo:
                 self.replayed += 1
             return hit
 
-    def _put(self, key: tuple, entry: _Entry) -> bool:
-        """Keep `entry`, evicting the least recently used; False if it alone exceeds the budget."""
-        if entry.nbytes > self.budget:
-            return False
+    def _put(self, key: tuple, entry: _Entry) -> None:
+        """Keep `entry` (at most the budget), evicting the least recently used."""
         with self._lock:
             old = self._entries.pop(key, None)
             if old is not None:
@@ -149,7 +147,6 @@ class Memo:
                 _k, gone = self._entries.popitem(last=False)
                 self._bytes -= gone.nbytes
                 self.evicted += 1
-        return True
 
     def _refuse(self, reason: str) -> str:
         with self._lock:
@@ -183,13 +180,16 @@ def run_host(memo: Memo | None, launcher, entry: str, values: list, raws: list[b
     if len(launcher.gmem.regions) != len(regions):
         _mark(launcher, memo._refuse(NEW_REGIONS))
         return
-    post = [(i, r.view.copy()) for i, (r, d) in enumerate(zip(regions, digests)) if _digest(r.view) != d]
+    changed = [i for i, (r, d) in enumerate(zip(regions, digests)) if _digest(r.view) != d]
     checker = launcher.sanitizer.memo_snapshot() if launcher.sanitizer is not None else None
-    nbytes = sum(p.nbytes for _i, p in post) + getattr(checker, "nbytes", 0) + 512 * (1 + len(launcher.records))
-    _mark(launcher, RECORDED)
-    if not memo._put(key, _Entry(post, [replace(r, stats=dict(r.stats)) for r in launcher.records], checker,
-                                 nbytes)):
+    nbytes = (sum(regions[i].size for i in changed) + getattr(checker, "nbytes", 0)
+              + 512 * (1 + len(launcher.records)))  # + the records' and the key's own, roughly
+    if nbytes > memo.budget:  # said before the post-state is copied
         _mark(launcher, memo._refuse(TOO_LARGE))
+        return
+    _mark(launcher, RECORDED)
+    post = [(i, regions[i].view.copy()) for i in changed]
+    memo._put(key, _Entry(post, [replace(r, stats=dict(r.stats)) for r in launcher.records], checker, nbytes))
 
 
 def _refusal(launcher) -> str | None:

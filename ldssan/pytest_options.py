@@ -29,6 +29,7 @@ class Setting:
     metavar: str | None = None
     env: bool = True  # also a FLYDSL_LDSSAN_* variable (the option of the same name)
     default: Any = None  # for a setting with no variable
+    path: bool = False  # a file: relative in the ini file means relative to the ini file
 
     @property
     def ini(self) -> str:
@@ -52,7 +53,7 @@ SETTINGS = (
     Setting("policy", "--ldssan-policy", "virtual gfx1250 scheduler policy: lockstep (default), round-robin, "
             "reverse, random(SEED)[+early|+random]"),
     Setting("report", "--ldssan-report", "write all violations to PATH (.sarif for SARIF, otherwise JSON)",
-            metavar="PATH"),
+            metavar="PATH", path=True),
     Setting("require_launch", "--ldssan-require-launch", REQUIRE_HELP, switch=True, env=False, default=False),
     Setting("time_limit", "--ldssan-time-limit",
             "CPU seconds of emulation per launch: auto (default; scales with the launch) or a number",
@@ -63,7 +64,7 @@ SETTINGS = (
             "check only these kernels: comma-separated shell patterns over kernel names, file:PATH or "
             "module:NAME; a leading - excludes (the others run plain, unchecked)", metavar="PATTERNS"),
     Setting("suppressions", "--ldssan-suppressions",
-            "a file of RULE:PATTERN lines: the reports they match fail no test", metavar="FILE"),
+            "a file of RULE:PATTERN lines: the reports they match fail no test", metavar="FILE", path=True),
 )
 
 
@@ -103,6 +104,8 @@ def value(config, s: Setting) -> Any:
     if _env(s) is not None:
         return opts.OPTIONS[s.name].get()
     raw = config.getini(s.ini).strip()
+    if raw and s.path and config.inipath is not None:  # as pytest's own "paths" ini options
+        raw = os.path.join(config.inipath.parent, raw)
     if raw:
         return _parsed(s, raw, f"ini option {s.ini}")
     return opts.OPTIONS[s.name].default if s.env else s.default

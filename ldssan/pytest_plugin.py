@@ -35,6 +35,7 @@ _SUPPRESS_HITS = pytest.StashKey[Counter]()  # suppression FILE:LINE -> reports 
 NOTHING_CHECKED = "ldssan: NOTHING WAS CHECKED: no FlyDSL kernel was launched"
 ALL_FAULTED = "ldssan: NOTHING WAS CHECKED: every FlyDSL launch faulted"
 UNCHECKED = "called, not checked"
+OUT_OF_SCOPE = "ldssan: NOTHING WAS CHECKED: every FlyDSL launch was outside the kernel scope"
 MARKER_HELP = ("ldssan(check=True, kernels=None, expect=None): check=False (or ldssan(False)) leaves the "
                "test's FlyDSL launches unchecked; kernels='PATTERNS' checks only those kernels (within "
                "--ldssan-kernels); expect=['LDS001']: the launches must produce exactly these rule codes "
@@ -317,6 +318,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     _write_unchecked(tr, config)
     if config.stash[_FAULTED] and not _checked_launches(config):
         tr.write_sep("!", ALL_FAULTED, red=True, bold=True)
+    elif not _checked_launches(config) and pytest_scope.left_out(config.stash[_PER_TEST]):
+        tr.write_sep("!", OUT_OF_SCOPE, red=True, bold=True)
     elif not _checked_launches(config):
         tr.write_sep("!", NOTHING_CHECKED, red=True, bold=True)
         tr.write_line("ldssan was on, but no test launched a FlyDSL kernel: did every kernel test skip "

@@ -11,8 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from . import scope, suppress
-from .decode import Report
+from . import scope  # light: suppress and decode load numpy, so they are imported when used
 
 MARKER = "@pytest.mark.ldssan"
 # per-test counts (the report's `tests` entries): launches a scope left unchecked, by whose scope
@@ -83,6 +82,8 @@ def count_skipped(entry: dict, session: scope.Scope | None) -> None:
 def mark(results, entries, hits: Counter) -> None:
     """Each launch's report with the suppressed violations marked (in place: the session
     keeps these results); a malformed inline comment fails the test naming its line."""
+    from . import suppress
+
     try:
         for r in results:
             r.report = suppress.mark(r.report, entries, hits)
@@ -90,7 +91,7 @@ def mark(results, entries, hits: Counter) -> None:
         pytest.fail(str(exc), pytrace=False)
 
 
-def unsuppressed(report: Report) -> Report:
+def unsuppressed(report):
     """`report` without its suppressed violations: what fails a test and what it prints."""
     return replace(report, violations=tuple(v for v in report.violations if v.suppression is None))
 
@@ -106,7 +107,15 @@ def totals(per_test: dict) -> Counter:
     return out
 
 
+def left_out(per_test: dict) -> int:
+    """Launches a scope (the session's or a marker's) left unchecked."""
+    n = totals(per_test)
+    return n[KERNELS_KEY] + n[MARKER_KEY]
+
+
 def stale_entries(settings: dict, hits: Counter) -> list:
+    from . import suppress
+
     return suppress.stale(settings.get("suppression_entries", ()), hits)
 
 
@@ -132,7 +141,7 @@ def report_extra(settings: dict, per_test: dict, hits: Counter, kernels_flag: st
     session = settings.get("kernels")
     return {
         "scope": {"kernels": None if session is None else session.text,
-                  "not_checked": n[KERNELS_KEY] + n[MARKER_KEY],
+                  "not_checked": left_out(per_test),
                   "by_source": {kernels_flag: n[KERNELS_KEY], MARKER: n[MARKER_KEY]}},
         "suppressions": {"file": settings.get("suppressions") or None, "suppressed": n[SUPPRESSED_KEY],
                          "entries": [{"where": e.where, "text": e.text, "matched": hits[e.where]} for e in entries],

@@ -106,16 +106,17 @@ def test_suppressions_file_from_ini(suite):
     res.stdout.fnmatch_lines([
         "*= ldssan: 0 violations in 0 tests =*",
         "*ldssan: 3 suppressed (they fail no test; marked in the report)*",
-        "*ldssan: suppression supp.txt:4: LDS030:racy: matched nothing in this run (stale)*",
+        "*ldssan: suppression */supp.txt:4: LDS030:racy: matched nothing in this run (stale)*",
     ])
     doc = json.loads((suite.path / "out.json").read_text())
     assert doc["summary"]["suppressed"] == 3 and doc["summary"]["clean"]
     marks = {v["kernel"]: (v["suppression"]["kind"], v["suppression"]["where"]) for v in doc["violations"]}
-    assert marks == {"racy_0": ("external", "supp.txt:2"), "other_0": ("external", "supp.txt:3"),
+    supp = suite.path / "supp.txt"  # an ini option's relative path: the ini file's directory
+    assert marks == {"racy_0": ("external", f"{supp}:2"), "other_0": ("external", f"{supp}:3"),
                      "inl_0": ("inSource", f"{suite.path / 'k_inline.py'}:{_load_line(suite, 'k_inline')}")}
     assert {v["access"]["site"]["text"].strip() for v in doc["violations"]} <= RACE_LINES | {
         LOAD_LINE + "  # ldssan: ignore[LDS001]"}
-    assert doc["suppressions"]["stale"] == ["supp.txt:4: LDS030:racy"]
+    assert doc["suppressions"]["stale"] == [f"{supp}:4: LDS030:racy"]
     assert [e["matched"] for e in doc["suppressions"]["entries"]] == [1, 1, 0]
     assert any("stale" in n["text"] and n["level"] == "warning" for n in doc["notifications"])
 

@@ -229,7 +229,7 @@ def _check_calls(item, results, calls: int, checked: int, notes: list[str], *, f
     entry["calls"] = calls
     # `checked` also counts launches a test sanitized itself (`with ldssan.sanitize()`); a launch
     # a kernel scope left out was not meant to be checked
-    outside = entry.get(pytest_scope.KERNELS_KEY, 0) + entry.get(pytest_scope.MARKER_KEY, 0)
+    outside = pytest_scope.left_out({item.nodeid: entry})
     entry["not_checked"] = unchecked = calls > outside and not results and not checked
     for text in notes:
         item.config.stash[_NOTES].append(("warning", f"{item.nodeid}: {text}"))

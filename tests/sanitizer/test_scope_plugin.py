@@ -46,6 +46,10 @@ def test_marker_narrow():
 
 def test_inline():
     run(k_inline)
+
+@pytest.mark.ldssan("no")
+def test_bad_marker():
+    run(k_racy)
 '''
 
 
@@ -72,14 +76,16 @@ def test_scope_marker_and_precedence(suite, monkeypatch):
                                      "--ldssan-require-launch")
     # racy: left out (and not "called, not checked" under --ldssan-require-launch); other:
     # checked, fails; the marked ones: left out by their marker; inline: its comment
-    res.assert_outcomes(passed=4, failed=1)
+    res.assert_outcomes(passed=4, failed=2)
     res.stdout.fnmatch_lines([
         "*ldssan: 2 kernels, 2 launches, * sites checked*",
         "*ldssan: 1 launches not checked: outside FLYDSL_LDSSAN_KERNELS*",
         "*ldssan: 2 launches not checked: a test's @pytest.mark.ldssan marker*",
         "*ldssan: 1 suppressed (they fail no test; marked in the report)*",
         "FAILED test_suite.py::test_other*",
+        "FAILED test_suite.py::test_bad_marker*",
     ])
+    res.stdout.fnmatch_lines(["*ldssan: @pytest.mark.ldssan('no'): the positional argument is check, True or False*"])
     assert "called, not checked" not in res.stdout.str()
     assert not (suite.path / "ini.json").exists()
     doc = json.loads((suite.path / "out.json").read_text())
@@ -92,8 +98,8 @@ def test_scope_marker_and_precedence(suite, monkeypatch):
 
 
 def test_suppressions_file_from_ini(suite):
-    """Every test passes: racy by its kernel's name, other by its load line, inl by its
-    inline comment, the marked tests unchecked; the entry that matched nothing is stale."""
+    """Every kernel test passes: racy by its kernel's name, other by its load line, inl by
+    its inline comment, the marked tests unchecked; the entry that matched nothing is stale."""
     other_line = _load_line(suite, "k_other")
     (suite.path / "supp.txt").write_text(
         "# known races\n"
@@ -102,7 +108,7 @@ def test_suppressions_file_from_ini(suite):
         "LDS030:racy   # stale: racy has no LDS030\n")
     suite.makeini("[pytest]\nldssan = true\nldssan_suppressions = supp.txt\n")
     res = suite.runpytest_subprocess("-p", "ldssan", "--ldssan-report=out.json")
-    res.assert_outcomes(passed=5)
+    res.assert_outcomes(passed=5, failed=1)  # test_bad_marker
     res.stdout.fnmatch_lines([
         "*= ldssan: 0 violations in 0 tests =*",
         "*ldssan: 3 suppressed (they fail no test; marked in the report)*",

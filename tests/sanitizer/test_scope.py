@@ -65,6 +65,13 @@ def test_bad_patterns(text, problem, monkeypatch):
     assert scope.parse(" , ", "test") is None and scope.argument("enable", None) is None
 
 
+def test_a_scope_on_a_gfx1250_device_is_a_usage_error():
+    with pytest.raises(ConfigError, match="not supported on a gfx1250 HIP device"):
+        scope.refuse_hardware(scope.parse("gemm", "--ldssan-kernels"), "hardware")
+    scope.refuse_hardware(scope.parse("gemm", "--ldssan-kernels"), "emulated")
+    scope.refuse_hardware(None, "hardware")
+
+
 def test_sanitize_checks_only_kernels_in_scope(tmp_path):
     import torch
 

@@ -141,6 +141,12 @@ def _policy(raw: str) -> str:
     return str(Policy.parse(raw))
 
 
+def _kernels(raw: str):
+    from ldssan.scope import parse
+
+    return parse(raw, f"{PREFIX}_KERNELS")
+
+
 OPTIONS = {
     "enable": Option(PREFIX, False, "instrument and check every FlyDSL kernel launched", _bool),
     "mode": Option(f"{PREFIX}_MODE", "fail", "fail: a test with violations fails; warn: only report",
@@ -184,6 +190,13 @@ OPTIONS = {
                      "linked IR run on the virtual gfx1250, per-wave policy); hardware (the device runtime on "
                      "a gfx1250 HIP device, an error naming the reason when there is none)",
                      str.lower, DEVICE_CHOICES),
+    "kernels": Option(f"{PREFIX}_KERNELS", None,
+                      "check only these kernels: comma-separated shell patterns over kernel names, file:PATH "
+                      "or module:NAME, a leading - excludes; the others run plain, unchecked "
+                      "(docs/scope-and-suppressions.md)", _kernels),
+    "suppressions": Option(f"{PREFIX}_SUPPRESSIONS", "",
+                           "a file of RULE:PATTERN lines: reports they match fail no test and are marked "
+                           "suppressed (docs/scope-and-suppressions.md)", str),
     "keep_temp": Option(f"{PREFIX}_KEEP_TEMP", False,
                         "keep ldssan's temporary files (kernel variants, test caches) at exit, for debugging",
                         _bool),

@@ -145,7 +145,8 @@ def test_sarif_report_is_written_when_no_kernel_ran(pytester, monkeypatch):
     assert "NOTHING WAS CHECKED" in note["message"]["text"]
     assert run["properties"]["tests"] == {
         "test_nothing.py::test_plain": {"launches": 0, "kernels": 0, "sites": 0, "violations": 0, "replayed": 0,
-                                        "faulted": 0, "calls": 0, "not_checked": False}}
+                                        "faulted": 0, "calls": 0, "not_checked": False,
+                                        "outside_kernels": 0, "outside_marker": 0, "suppressed": 0}}
 
 
 # -- issue 29: never a false clean ----------------------------------------------------------

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from ldssan.passes.ir.errors import UsageError
 from ldssan.runtime.records import NO_SITE
 from ldssan.variants import Origin, origin_of, original_path, register_origin
 
@@ -49,7 +50,7 @@ SITE_KINDS = ACCESS_KINDS | {"wait", "mark", "barrier", "fence"}
 UNKNOWN_KIND = "unknown"
 
 
-class SiteTableError(ValueError, TypeError):
+class SiteTableError(UsageError, ValueError, TypeError):
     """A site table that is not the documented shape. Also a TypeError, for callers that
     treat a table of the wrong type as one."""
 

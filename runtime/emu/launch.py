@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ldssan.passes.ir.errors import LdssanError
 from . import taint as _taint
 from .codegen import Program, translate, translate_lockstep
 from ldssan.passes.ir.irview import ModuleView, walk
@@ -96,7 +97,7 @@ def lds_layout(view: ModuleView, dynamic_bytes: int = 0) -> tuple[dict[str, int]
     return offsets, cur + dynamic_bytes
 
 
-class EmuLaunchError(ValueError):
+class EmuLaunchError(LdssanError, ValueError):
     """A launch argument the virtual gfx1250 cannot take (names the argument)."""
 
 

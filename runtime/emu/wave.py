@@ -19,10 +19,12 @@ from collections import deque
 
 import numpy as np
 
+from ldssan.passes.ir.errors import LdssanError
+
 WAVE = 32
 
 
-class StepBudgetExceeded(RuntimeError):
+class StepBudgetExceeded(LdssanError, RuntimeError):
     """A launch ran more loop iterations / scheduler steps than its budget (a runaway loop)."""
 
 

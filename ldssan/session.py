@@ -10,6 +10,7 @@ import sys
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ldssan.passes.ir.caches import register_cache
 from ldssan.passes.ir.errors import LdssanError
 from ldssan.runtime.records import Cause
 from ldssan.runtime.session import SessionOutcome
@@ -132,7 +133,7 @@ def lint_violations(findings: Any, table: SiteTable, *, kernel: str, launch: int
     return tuple(out)
 
 
-_COVERAGE_SHOWN: set[str] = set()
+_COVERAGE_SHOWN: set[str] = register_cache(set())  # reset: a new build's coverage shows again
 
 
 def _print_coverage(coverage_json: str) -> None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from ldssan.passes.ir.caches import register_cache
 from ldssan.passes.ir.errors import UsageError
 from ldssan.runtime.records import NO_SITE
 from ldssan.variants import Origin, origin_of, original_path, register_origin
@@ -108,6 +109,7 @@ def _file_from_json(d: Mapping[str, Any], what: str) -> str | None:
 # -- allocation names ------------------------------------------------------------------
 
 
+@register_cache
 @lru_cache(maxsize=64)
 def _assignments(path: str, _mtime: float) -> tuple[tuple[int, int, str], ...]:
     """(first line, last line, target) of every single-target assignment in the file."""

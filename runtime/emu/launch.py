@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ldssan.passes.ir.caches import register_cache
 from ldssan.passes.ir.errors import LdssanError
 from . import taint as _taint
 from .codegen import Program, translate, translate_lockstep
@@ -233,7 +234,7 @@ def builds_global_pointers(view: ModuleView) -> bool:
     return got[1]
 
 
-_BUILDS_POINTERS: dict[int, tuple[ModuleView, bool]] = {}
+_BUILDS_POINTERS: dict[int, tuple[ModuleView, bool]] = register_cache({})
 
 
 @dataclass

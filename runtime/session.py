@@ -1,7 +1,7 @@
 """One sanitized host call on the virtual gfx1250: binds a happens-before engine to each
 batch of the executor's waves, and collects every engine's records in one ring.
 
-The Launcher duck-types this object (`begin_batch` / `end_batch`); the user-facing layer
+`ShadowSession` is the Launcher's sanitizer (`emu.interfaces.Sanitizer`); the user-facing layer
 only sees what `finish` hands over: the ring's records, the site table JSON and the LDS
 buffers of the module.
 """

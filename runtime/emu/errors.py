@@ -24,6 +24,10 @@ class UnsupportedOp(EmulationError, NotImplementedError):
         super().__init__(f"ldssan-emu: no implementation for '{op_name}' at {loc}{more}", op_name, loc)
 
 
+class EmuLaunchError(LdssanError, ValueError):
+    """A launch argument the virtual gfx1250 cannot take (names the argument)."""
+
+
 def is_ldssan_error(exc: BaseException) -> bool:
     # ldssan's own errors (memory faults, deadlocks, step budgets, ...) already say what went
     # wrong in the kernel's terms; only Python's built-in exceptions need translating.

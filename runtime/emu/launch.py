@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ldssan.passes.ir.caches import register_cache
-from ldssan.passes.ir.errors import LdssanError
 from . import taint as _taint
 from .codegen import Program, translate, translate_lockstep
+from .errors import EmuLaunchError
 from ldssan.passes.ir.irview import ModuleView, walk
 from .memory import EmuMemoryError, GlobalMemory, LocalMemory
 from .sched import BatchDivergence, Policy, Scheduler
@@ -96,10 +96,6 @@ def lds_layout(view: ModuleView, dynamic_bytes: int = 0) -> tuple[dict[str, int]
     for name in dynamic:
         offsets[name] = cur
     return offsets, cur + dynamic_bytes
-
-
-class EmuLaunchError(LdssanError, ValueError):
-    """A launch argument the virtual gfx1250 cannot take (names the argument)."""
 
 
 def cluster_dims(name: str, grid: tuple[int, int, int], cluster) -> tuple[int, int, int] | None:

@@ -49,6 +49,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ldssan.passes.ir.errors import UsageError
 from ldssan import rules
 from ldssan.console import (  # re-exported: the console form of a report
     BANNER, _access_phrase, _header, dropped_line, render, render_text, summary_lines,
@@ -153,7 +154,7 @@ def _kernel_json(k: KernelInfo) -> dict[str, Any]:
     return {"name": k.name, "build": k.build, "launches": k.launches, "sites": k.sites}
 
 
-class ReportFormatError(ValueError):
+class ReportFormatError(UsageError, ValueError):
     """A report document that is not `ldssan.report/1`-shaped: names the field."""
 
 

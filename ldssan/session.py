@@ -10,6 +10,8 @@ import sys
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ldssan.passes.ir.caches import register_cache
+from ldssan.passes.ir.errors import LdssanError
 from ldssan.runtime.records import Cause
 from ldssan.runtime.session import SessionOutcome
 
@@ -26,7 +28,7 @@ ENGINE_MODULES = ("ldssan.runtime.shadow", "ldssan.runtime.emu.hooks", "ldssan.r
                   "ldssan.runtime.device", "ldssan.session", "ldssan.decode", "ldssan.sitetable")
 
 
-class LdssanInternalError(RuntimeError):
+class LdssanInternalError(LdssanError, RuntimeError):
     """A fault inside ldssan itself during a launch (its engine, hooks or decoder), not in the
     kernel: the launch was not checked. Its `__cause__` is the original exception."""
 
@@ -132,7 +134,7 @@ def lint_violations(findings: Any, table: SiteTable, *, kernel: str, launch: int
     return tuple(out)
 
 
-_COVERAGE_SHOWN: set[str] = set()
+_COVERAGE_SHOWN: set[str] = register_cache(set())  # reset: a new build's coverage shows again
 
 
 def _print_coverage(coverage_json: str) -> None:

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ldssan.passes.ir.errors import UsageError
+
 NO_SITE = 0xFFFFFFFF
 NO_WAVE = 0xFFFF
 NO_LANE = 0xFF
@@ -47,7 +49,7 @@ RECORD_BYTES = 32
 _FIRST_ALLOC = 256
 
 
-class RecordFormatError(ValueError):
+class RecordFormatError(UsageError, ValueError):
     """A record buffer that is not a well-formed ring: names what is wrong."""
 
 

@@ -1,7 +1,7 @@
 """One sanitized host call on the virtual gfx1250: binds a happens-before engine to each
 batch of the executor's waves, and collects every engine's records in one ring.
 
-The Launcher duck-types this object (`begin_batch` / `end_batch`); the user-facing layer
+`ShadowSession` is the Launcher's sanitizer (`emu.interfaces.Sanitizer`); the user-facing layer
 only sees what `finish` hands over: the ring's records, the site table JSON and the LDS
 buffers of the module.
 """
@@ -9,8 +9,9 @@ buffers of the module.
 from __future__ import annotations
 
 import itertools
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 from ldssan.passes.ir.types import byte_size
 
@@ -21,6 +22,24 @@ from .records import NO_SITE, VERBATIM_PER_KEY, Ring
 from .shadow import ShadowEngine
 
 _launch_ids = itertools.count()
+
+# called with (engine, sites_json) for the engine each sanitized batch begins with
+BatchObserver = Callable[[ShadowEngine, str], None]
+_BATCH_OBSERVERS: list[BatchObserver] = []
+
+
+@contextmanager
+def observing_batches(observer: BatchObserver) -> Iterator[None]:
+    """While inside, `observer(engine, sites_json)` is called for the engine every sanitized
+    batch of this process begins with (the one engine of a lone workgroup, or the batch
+    engine of a `split.BatchSplit`), before any event reaches it; the observer attaches a
+    `shadow.Listener` with `engine.listen`. The engines a batch splits into later are not
+    reported."""
+    _BATCH_OBSERVERS.append(observer)
+    try:
+        yield
+    finally:
+        _BATCH_OBSERVERS.remove(observer)
 
 
 @dataclass(frozen=True)
@@ -87,13 +106,19 @@ class ShadowSession:
 
         if len(chunk) == 1:
             engine = new_engine(groups, self.ring)
+            self._observed(engine)
             for ctx in waves:
                 ctx.san = ShadowHooks(engine, ctx)
             self._open.append(engine.finish)
             return lambda ctx: engine.wave_end(ctx.wave, NO_SITE)
         batch = BatchSplit(waves, groups, new_engine, self.ring, may_split=prog.may_split)
+        self._observed(batch.engine)
         self._open.append(batch.finish)
         return lambda ctx: batch.wave_end(ctx, NO_SITE)
+
+    def _observed(self, engine: ShadowEngine) -> None:
+        for observer in _BATCH_OBSERVERS:
+            observer(engine, self.sites_json)
 
     def end_batch(self) -> int:
         """Every engine begun since the last call has run to its end. Returns how many of

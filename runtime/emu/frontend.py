@@ -27,6 +27,7 @@ import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from ldssan.passes.ir.caches import register_reset
 from ldssan.passes import locations
 from ldssan.passes.ir.irview import view_module
 from . import calls, memo, threads, unchecked
@@ -291,6 +292,7 @@ def _is_emu_artifact(artifact) -> bool:
 _VIEWS: dict[str, tuple] = {}
 
 
+@register_reset
 def clear_caches() -> None:
     """Forget parsed artifact modules, launched specializations and the source digest
     (`ldssan.runtime.reset_caches`)."""

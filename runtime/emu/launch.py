@@ -31,8 +31,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ldssan.passes.ir.caches import register_cache
 from . import taint as _taint
 from .codegen import Program, translate, translate_lockstep
+from .errors import EmuLaunchError
 from ldssan.passes.ir.irview import ModuleView, walk
 from .memory import EmuMemoryError, GlobalMemory, LocalMemory
 from .sched import BatchDivergence, Policy, Scheduler
@@ -94,10 +96,6 @@ def lds_layout(view: ModuleView, dynamic_bytes: int = 0) -> tuple[dict[str, int]
     for name in dynamic:
         offsets[name] = cur
     return offsets, cur + dynamic_bytes
-
-
-class EmuLaunchError(ValueError):
-    """A launch argument the virtual gfx1250 cannot take (names the argument)."""
 
 
 def cluster_dims(name: str, grid: tuple[int, int, int], cluster) -> tuple[int, int, int] | None:
@@ -232,7 +230,7 @@ def builds_global_pointers(view: ModuleView) -> bool:
     return got[1]
 
 
-_BUILDS_POINTERS: dict[int, tuple[ModuleView, bool]] = {}
+_BUILDS_POINTERS: dict[int, tuple[ModuleView, bool]] = register_cache({})
 
 
 @dataclass

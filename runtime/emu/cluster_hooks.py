@@ -12,14 +12,14 @@ import numpy as np
 
 from ldssan.passes.abi import BarrierForm
 
-from ..shadow import CopyKind, Counter
+from ..shadow import AccessKind, CopyKind, Counter
 from ..shadow.peers import ClusterChecker
 from .hooks import ShadowHooks
 from .multicast import flat_id, peers
 from .tdm import decode_batch, lds_footprint
 
 _ARRIVE = (BarrierForm.FENCED_ARRIVE, BarrierForm.SIGNAL, BarrierForm.BARE_ARRIVE)
-_WRITES = (2, 3)  # DsKind WRITE, ATOMIC
+_WRITES = (AccessKind.WRITE, AccessKind.ATOMIC)
 
 
 def attach(waves, grid, ring, launch: int):
@@ -38,6 +38,8 @@ def attach(waves, grid, ring, launch: int):
 
 
 class ClusterHooks(ShadowHooks):
+    """`ShadowHooks` that also tell the cluster's checker (module docstring)."""
+
     __slots__ = ("checker", "me", "link")
 
     def __init__(self, engine, ctx):
@@ -48,22 +50,20 @@ class ClusterHooks(ShadowHooks):
 
     def ds(self, site, ptr, nbytes, kind, mask):
         super().ds(site, ptr, nbytes, kind, mask)
-        m = np.broadcast_to(np.asarray(mask, bool), (32,))
-        lanes = np.flatnonzero(m)
-        if lanes.size:
-            addr = np.broadcast_to(np.asarray(ptr, np.int64), (32,))[lanes]
-            offsets = (addr[:, None] + np.arange(int(nbytes))).reshape(-1)
-            self.checker.access(self.me, self.wave, site, offsets, np.repeat(lanes, int(nbytes)),
-                                int(kind) in _WRITES)
+        self._lanes(site, ptr, nbytes, mask, int(kind) in _WRITES)
 
     def dma(self, site, ptr, nbytes, kind, mask):
         super().dma(site, ptr, nbytes, kind, mask)
         if int(kind) == CopyKind.FROM_LDS:  # a copy into LDS vs a peer's copy: not checked (peers.py)
-            m = np.broadcast_to(np.asarray(mask, bool), (32,))
-            lanes = np.flatnonzero(m)
+            self._lanes(site, ptr, nbytes, mask, False)
+
+    def _lanes(self, site, ptr, nbytes, mask, is_write: bool) -> None:
+        """A per-lane access of `nbytes` at each active lane's LDS address, to the checker."""
+        lanes = np.flatnonzero(np.broadcast_to(np.asarray(mask, bool), (32,)))
+        if lanes.size:
             addr = np.broadcast_to(np.asarray(ptr, np.int64), (32,))[lanes]
-            self.checker.access(self.me, self.wave, site, (addr[:, None] + np.arange(int(nbytes))).reshape(-1),
-                                np.repeat(lanes, int(nbytes)), False)
+            offsets = (addr[:, None] + np.arange(int(nbytes))).reshape(-1)
+            self.checker.access(self.me, self.wave, site, offsets, np.repeat(lanes, int(nbytes)), is_write)
 
     def tdm(self, site, g0, g1, g2, g3, kind, mask):
         super().tdm(site, g0, g1, g2, g3, kind, mask)

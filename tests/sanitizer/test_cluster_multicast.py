@@ -2,9 +2,10 @@
 the cluster checker, decoded report): each workgroup loads its own 16x16 f32 tile with a
 workgroup mask naming both workgroups, so the tile lands in both LDS; after
 `tensor_wait(0)` and the cluster barrier each workgroup reads both tiles and writes their
-sum. The clean kernel matches numpy and is clean under every scheduler policy; the planted
-one-line bugs (the cluster barrier replaced by a workgroup barrier; the tensor wait
-deleted) are LDS014 naming the reading line and the peer's TDM line."""
+sum; a second round refills the slots after a reuse cluster barrier. The clean kernel
+matches numpy and is clean under every scheduler policy; the planted one-line bugs (the
+cluster barrier replaced by a workgroup barrier; the tensor wait deleted; the reuse
+cluster barrier deleted) are LDS014 naming the reading line and the peer's TDM line."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import torch
 
 import flydsl.compiler as flyc
 import flydsl.expr as fx
-from flydsl.expr import arith, gpu, tdm_ops
+from flydsl.expr import arith, gpu, range_constexpr, tdm_ops
 from flydsl.expr.rocdl import cluster
 from flydsl.expr.typing import T
 from ldssan import hook
@@ -24,35 +25,42 @@ TILE = 16  # a TILE x TILE f32 tile per workgroup
 TILE_BYTES = TILE * TILE * 4
 THREADS = 64  # two waves: both issue a half of the tile (num_warps=2)
 PER_THREAD = TILE * TILE // THREADS
+ROUNDS = 2  # the slots are refilled once: the second round needs the reuse cluster barrier
 
 
 def _compile(bug: str):
     @flyc.kernel
     def mcast_sum(A: fx.Tensor, Out: fx.Tensor):
         wg = gpu.block_id("x")
+        tid = fx.thread_idx.x
         arena = fx.SharedAllocator(static=False)
         arena.allocate(2 * TILE_BYTES)
         lds = arena.base_ptr
-        view = fx.Tensor(fx.make_view(fx.recast_iter(fx.Float32, lds), fx.make_layout((2 * TILE, TILE), (TILE, 1))))
-        F32_LDS = fx.PointerType.get(elem_ty=fx.Float32.ir_type, address_space=fx.AddressSpace.Shared, alignment=4)
-        # workgroup x's tile goes to slot x of both workgroups' LDS (mask 0b11: both)
-        desc = tdm_ops.make_tensor_descriptor_2d(
-            global_ptr=A, lds_memref=view, global_offset=(wg * arith.index(TILE), arith.index(0)),
-            tensor_shape=(TILE, TILE), strides=(TILE, 1), tile_shape=(TILE, TILE), elem_bytes=4,
-            num_warps=THREADS // 32, workgroup_mask=arith.shli(arith.constant(1, type=T.i32), arith.index_cast(T.i32, wg)) if bug == "own_mask" else 0b11, lds_byte_offset=wg * arith.index(TILE_BYTES))
-        tdm_ops.tensor_load_2d(desc)  # TDM
-        if bug != "no_wait":
-            tdm_ops.tensor_wait(0)
-        if bug == "no_cluster_barrier":
-            gpu.barrier()
-        else:
-            cluster.cluster_barrier()
-        tid = fx.thread_idx.x
         addr0 = fx.Int32(fx.ptrtoint(lds))
-        for k in range(PER_THREAD):
-            e = tid * PER_THREAD + k
-            s = fx.ptr_load(fx.inttoptr(F32_LDS, addr0 + e * 4)) + fx.ptr_load(fx.inttoptr(F32_LDS, addr0 + TILE_BYTES + e * 4))  # READ
-            Out[fx.block_idx.x * (TILE * TILE) + e] = s
+        addr1 = addr0 + TILE_BYTES
+        view = fx.Tensor(fx.make_view(fx.recast_iter(fx.Float32, lds), fx.make_layout((2 * TILE, TILE), (TILE, 1))))
+        f32 = fx.PointerType.get(elem_ty=fx.Float32.ir_type, address_space=fx.AddressSpace.Shared, alignment=4)
+        own = arith.shli(arith.constant(1, type=T.i32), arith.index_cast(T.i32, wg))
+        for r in range_constexpr(ROUNDS):
+            if r > 0 and bug != "no_reuse_barrier":
+                cluster.cluster_barrier()  # every workgroup read the slots before they are refilled
+            # workgroup x's tile of round r goes to slot x of both workgroups' LDS (mask 0b11)
+            desc = tdm_ops.make_tensor_descriptor_2d(
+                global_ptr=A, lds_memref=view, global_offset=((wg + 2 * r) * arith.index(TILE), arith.index(0)),
+                tensor_shape=(TILE, TILE), strides=(TILE, 1), tile_shape=(TILE, TILE), elem_bytes=4,
+                num_warps=THREADS // 32, workgroup_mask=own if bug == "own_mask" else 0b11,
+                lds_byte_offset=wg * arith.index(TILE_BYTES))
+            tdm_ops.tensor_load_2d(desc)  # TDM
+            if bug != "no_wait":
+                tdm_ops.tensor_wait(0)
+            if bug == "no_cluster_barrier":
+                gpu.barrier()
+            else:
+                cluster.cluster_barrier()
+            for k in range(PER_THREAD):
+                e = (tid * PER_THREAD + k) * 4
+                s = fx.ptr_load(fx.inttoptr(f32, addr0 + e)) + fx.ptr_load(fx.inttoptr(f32, addr1 + e))  # READ
+                Out[(r * 2 + fx.block_idx.x) * (TILE * TILE) + tid * PER_THREAD + k] = s
 
     @flyc.jit
     def launch(A: fx.Tensor, Out: fx.Tensor):
@@ -62,17 +70,17 @@ def _compile(bug: str):
 
 
 def _run(bug: str, ctx):
-    a = torch.arange(2 * TILE * TILE, dtype=torch.float32).reshape(2 * TILE, TILE) * 0.5 - 7.0
-    out = torch.zeros(2 * TILE * TILE, dtype=torch.float32)
+    a = torch.arange(2 * ROUNDS * TILE * TILE, dtype=torch.float32).reshape(2 * ROUNDS * TILE, TILE) * 0.5 - 7.0
+    out = torch.zeros(2 * ROUNDS * TILE * TILE, dtype=torch.float32)
     with ctx as results:
         _compile(bug)(a, out)
     return a, out, results
 
 
 def _reference(a: torch.Tensor) -> np.ndarray:
-    """Each workgroup writes tile 0 + tile 1, elementwise (row-major)."""
-    tiles = a.numpy().reshape(2, TILE * TILE)
-    return np.tile(tiles[0] + tiles[1], 2)
+    """In round r each workgroup writes tile 2r + tile 2r+1, elementwise (row-major)."""
+    tiles = a.numpy().reshape(ROUNDS, 2, TILE * TILE)
+    return np.concatenate([np.tile(t[0] + t[1], 2) for t in tiles])
 
 
 def _line_of(text: str) -> int:
@@ -100,6 +108,7 @@ def test_plain_emulation_matches_numpy_and_needs_the_multicast():
 
 CAUSES = {
     "no_cluster_barrier": "no barrier phase separates the two accesses",
+    "no_reuse_barrier": "no barrier phase separates the two accesses",
     "no_wait": "the async/TDM copy had no covering s_wait_asynccnt/s_wait_tensorcnt before this access",
 }
 

@@ -160,22 +160,29 @@ class ClusterChecker:
             grp.incoming.clear()
 
     def _check_group(self, j: int, grp: _Group) -> None:
-        size = 1 + max(int(d.bytes.max()) for _i, d in grp.incoming if d.bytes.size)
-        covered = np.zeros(size, bool)
-        for _i, d in grp.incoming:
+        incoming = [(i, d) for i, d in grp.incoming if d.bytes.size]
+        if not incoming:
+            return
+        lo = np.array([int(d.bytes.min()) for _i, d in incoming])
+        hi = np.array([int(d.bytes.max()) for _i, d in incoming])
+        covered = np.zeros(int(hi.max()) + 1, bool)
+        for _i, d in incoming:
             covered[d.bytes] = True
         seen = set()
-        for a, is_write in grp.accesses:
+        for a, _is_write in grp.accesses:
             b = a.bytes
-            inside = (b >= 0) & (b < size)
-            if not covered[b[inside]].any():
+            inside = (b >= 0) & (b < covered.size)
+            if not b.size or not covered[b[inside]].any():
                 continue
-            for i, d in grp.incoming:
-                hit = np.flatnonzero(inside & np.isin(b, d.bytes))
-                if not hit.size:
-                    continue
+            # the copies whose byte range meets the access's; the ordering test (cheap) first,
+            # the exact common bytes only for an unordered pair
+            for n in np.flatnonzero((lo <= b.max()) & (hi >= b.min())).tolist():
+                i, d = incoming[n]
                 cause = self._unordered(i, d, j, a)
                 if cause is None:
+                    continue
+                hit = np.flatnonzero(inside & np.isin(b, d.bytes))
+                if not hit.size:
                     continue
                 first = int(hit[0])
                 lane = NO_LANE if a.lanes is None else int(a.lanes[first])
@@ -189,9 +196,10 @@ class ClusterChecker:
     def _unordered(self, i: int, d: _Event, j: int, a: _Event) -> Cause | None:
         """None when copy `d` of workgroup i and access `a` of workgroup j are ordered
         (either way), else the cause of the record."""
-        if any(self._published(i, d, k) for k in range(a.ncw)):
+        # newest phase first: the one that orders them, in the common case
+        if any(self._published(i, d, k) for k in reversed(range(a.ncw))):
             return None
-        if any(self._before_signal(j, a, k) for k in range(d.ncw)):
+        if any(self._before_signal(j, a, k) for k in reversed(range(d.ncw))):
             return None
         if any(self._before_signal(i, d, k) for k in range(a.ncw)):
             return Cause.COPY_NOT_WAITED  # a cluster phase separated them; the copy was not complete

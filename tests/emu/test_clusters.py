@@ -439,3 +439,13 @@ def test_ldssan_env_lists_what_the_virtual_gfx1250_runs(capsys):
         assert name in listed, name
     assert "rocdl.permlane16.swap" not in listed.split("refused")[0]
     assert "cluster launches" in out and "please report" in out
+
+
+def test_sanitized_multicast_mask_refusal_names_the_tdm_op():
+    # under the sanitizer the cluster hooks see the mask first; the refusal still names the op
+    text = module(_masked_tdm(0b10), "%out: !llvm.ptr<1>, %src: !llvm.ptr<1>", 512)
+    with pytest.raises(UnsupportedOp) as info:
+        sanitize_mlir(text, [np.zeros(64, np.int32), np.arange(24, dtype=np.int32)], grid=(2, 1, 1),
+                      cluster=(2, 1, 1))
+    msg = str(info.value)
+    assert "'rocdl.tensor.load.to.lds'" in msg and "leaves out the issuing workgroup" in msg, msg

@@ -28,7 +28,7 @@ PER_THREAD = TILE * TILE // THREADS
 ROUNDS = 2  # the slots are refilled once: the second round needs the reuse cluster barrier
 
 
-def _compile(bug: str):
+def _compile(bug: str, pattern: str = "split"):
     @flyc.kernel
     def mcast_sum(A: fx.Tensor, Out: fx.Tensor):
         wg = gpu.block_id("x")
@@ -44,13 +44,17 @@ def _compile(bug: str):
         for r in range_constexpr(ROUNDS):
             if r > 0 and bug != "no_reuse_barrier":
                 cluster.cluster_barrier()  # every workgroup read the slots before they are refilled
-            # workgroup x's tile of round r goes to slot x of both workgroups' LDS (mask 0b11)
-            desc = tdm_ops.make_tensor_descriptor_2d(
-                global_ptr=A, lds_memref=view, global_offset=((wg + 2 * r) * arith.index(TILE), arith.index(0)),
-                tensor_shape=(TILE, TILE), strides=(TILE, 1), tile_shape=(TILE, TILE), elem_bytes=4,
-                num_warps=THREADS // 32, workgroup_mask=own if bug == "own_mask" else 0b11,
-                lds_byte_offset=wg * arith.index(TILE_BYTES))
-            tdm_ops.tensor_load_2d(desc)  # TDM
+            # split: workgroup x's tile of round r goes to slot x of both workgroups' LDS (mask
+            # 0b11); shared: both workgroups load both tiles with that mask (FlyDSL's cluster
+            # GEMM form: every workgroup that shares a tile issues the same multicast)
+            for x in range_constexpr(2 if pattern == "shared" else 1):
+                slot = arith.index(x) if pattern == "shared" else wg
+                desc = tdm_ops.make_tensor_descriptor_2d(
+                    global_ptr=A, lds_memref=view, global_offset=((slot + 2 * r) * arith.index(TILE), arith.index(0)),
+                    tensor_shape=(TILE, TILE), strides=(TILE, 1), tile_shape=(TILE, TILE), elem_bytes=4,
+                    num_warps=THREADS // 32, workgroup_mask=own if bug == "own_mask" else 0b11,
+                    lds_byte_offset=slot * arith.index(TILE_BYTES))
+                tdm_ops.tensor_load_2d(desc)  # TDM
             if bug != "no_wait":
                 tdm_ops.tensor_wait(0)
             if bug == "no_cluster_barrier":
@@ -69,11 +73,11 @@ def _compile(bug: str):
     return launch
 
 
-def _run(bug: str, ctx):
+def _run(bug: str, ctx, pattern: str = "split"):
     a = torch.arange(2 * ROUNDS * TILE * TILE, dtype=torch.float32).reshape(2 * ROUNDS * TILE, TILE) * 0.5 - 7.0
     out = torch.zeros(2 * ROUNDS * TILE * TILE, dtype=torch.float32)
     with ctx as results:
-        _compile(bug)(a, out)
+        _compile(bug, pattern)(a, out)
     return a, out, results
 
 
@@ -94,6 +98,13 @@ READ, TDM = _line_of("# READ"), _line_of("# TDM")
 @pytest.mark.parametrize("policy", ALL_POLICIES, ids=str)
 def test_multicast_tiles_land_in_both_workgroups_and_the_kernel_is_clean(policy):
     a, out, results = _run("none", hook.sanitize(policy))
+    np.testing.assert_array_equal(out.numpy(), _reference(a))
+    assert not results.violations, results.violations
+
+
+@pytest.mark.parametrize("policy", ["round-robin", "reverse", "random(3)+random"])
+def test_every_workgroup_issuing_the_same_multicast_is_exact_and_clean(policy):
+    a, out, results = _run("none", hook.sanitize(policy), pattern="shared")
     np.testing.assert_array_equal(out.numpy(), _reference(a))
     assert not results.violations, results.violations
 

@@ -10,16 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldssan.passes.abi import BarrierForm
-
-from ..shadow import AccessKind, CopyKind, Counter
+from ..shadow import CopyKind, Counter
 from ..shadow.peers import ClusterChecker
-from .hooks import ShadowHooks
+from .hooks import _ARRIVALS, ShadowHooks
 from .multicast import flat_id, peers
 from .tdm import decode_batch, lds_footprint
-
-_ARRIVE = (BarrierForm.FENCED_ARRIVE, BarrierForm.SIGNAL, BarrierForm.BARE_ARRIVE)
-_WRITES = (AccessKind.WRITE, AccessKind.ATOMIC)
 
 
 def attach(waves, grid, ring, launch: int):
@@ -50,27 +45,27 @@ class ClusterHooks(ShadowHooks):
 
     def ds(self, site, ptr, nbytes, kind, mask):
         super().ds(site, ptr, nbytes, kind, mask)
-        self._lanes(site, ptr, nbytes, mask, int(kind) in _WRITES)
+        self._lanes(site, ptr, nbytes, mask)
 
     def dma(self, site, ptr, nbytes, kind, mask):
         super().dma(site, ptr, nbytes, kind, mask)
         if int(kind) == CopyKind.FROM_LDS:  # a copy into LDS vs a peer's copy: not checked (peers.py)
-            self._lanes(site, ptr, nbytes, mask, False)
+            self._lanes(site, ptr, nbytes, mask)
 
-    def _lanes(self, site, ptr, nbytes, mask, is_write: bool) -> None:
+    def _lanes(self, site, ptr, nbytes, mask) -> None:
         """A per-lane access of `nbytes` at each active lane's LDS address, to the checker."""
         lanes = np.flatnonzero(np.broadcast_to(np.asarray(mask, bool), (32,)))
         if lanes.size:
             addr = np.broadcast_to(np.asarray(ptr, np.int64), (32,))[lanes]
             offsets = (addr[:, None] + np.arange(int(nbytes))).reshape(-1)
-            self.checker.access(self.me, self.wave, site, offsets, np.repeat(lanes, int(nbytes)), is_write)
+            self.checker.access(self.me, self.wave, site, offsets, np.repeat(lanes, int(nbytes)))
 
     def tdm(self, site, g0, g1, g2, g3, kind, mask):
         super().tdm(site, g0, g1, g2, g3, kind, mask)
         store = int(kind) == CopyKind.FROM_LDS
         offsets = lds_footprint(self.ctx, g0, g1, g2, g3, store=store)[0]
         if store:
-            self.checker.access(self.me, self.wave, site, offsets, None, False)
+            self.checker.access(self.me, self.wave, site, offsets, None)
             self.checker.tensor_op(self.me, self.wave, site, {})
             return
         try:
@@ -88,7 +83,7 @@ class ClusterHooks(ShadowHooks):
 
     def barrier(self, site, form, bid, mask):
         super().barrier(site, form, bid, mask)
-        if form in _ARRIVE:
+        if form in _ARRIVALS:
             self.checker.signal(self.me, self.wave, int(bid))
         else:
             self.checker.wait(self.me, self.wave, int(bid))

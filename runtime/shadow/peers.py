@@ -69,7 +69,7 @@ class _Group:
     # per cluster phase this workgroup signalled: (wave, its nwait1, its tdone, its ncs before)
     csig: list = field(default_factory=list)
     incoming: list = field(default_factory=list)  # (issuer flat id, copy _Event) into this LDS
-    accesses: list = field(default_factory=list)  # (_Event, is_write)
+    accesses: list = field(default_factory=list)  # _Event: reads and writes alike (both race a copy)
 
     def wave(self, w: int) -> _Wave:
         s = self.waves.get(w)
@@ -105,10 +105,10 @@ class ClusterChecker:
         s = self.groups[g].wave(w)
         s.tdone = max(s.tdone, s.tseq - n)
 
-    def access(self, g: int, w: int, site: int, offsets: np.ndarray, lanes, is_write: bool) -> None:
-        """An LDS access of wave w of workgroup g: byte offsets and their lanes."""
-        self.groups[g].accesses.append(
-            (self._event(g, w, site, bytes=np.asarray(offsets, np.int64), lanes=lanes), is_write))
+    def access(self, g: int, w: int, site: int, offsets: np.ndarray, lanes) -> None:
+        """An LDS access (read or write: either races a copy's writes) of wave w of workgroup
+        g: byte offsets and their lanes (None: a wave-level op)."""
+        self.groups[g].accesses.append(self._event(g, w, site, bytes=np.asarray(offsets, np.int64), lanes=lanes))
 
     def signal(self, g: int, w: int, bid: int) -> None:
         grp = self.groups[g]
@@ -160,7 +160,9 @@ class ClusterChecker:
             grp.incoming.clear()
 
     def _check_group(self, j: int, grp: _Group) -> None:
-        incoming = [(i, d) for i, d in grp.incoming if d.bytes.size]
+        # each wave's events are in its program order; sorting (stably) by issuer and wave
+        # makes the records' order and first bytes independent of the interleaving
+        incoming = sorted(((i, d) for i, d in grp.incoming if d.bytes.size), key=lambda x: (x[0], x[1].wave))
         if not incoming:
             return
         lo = np.array([int(d.bytes.min()) for _i, d in incoming])
@@ -169,7 +171,7 @@ class ClusterChecker:
         for _i, d in incoming:
             covered[d.bytes] = True
         seen = set()
-        for a, _is_write in grp.accesses:
+        for a in sorted(grp.accesses, key=lambda x: x.wave):
             b = a.bytes
             inside = (b >= 0) & (b < covered.size)
             if not b.size or not covered[b[inside]].any():

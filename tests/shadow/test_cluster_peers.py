@@ -37,7 +37,7 @@ def _copy(c, wait: bool = True) -> None:
 
 
 def _read(c, wave: int = 0, write: bool = False) -> None:
-    c.access(1, wave, WRITE if write else READ, TILE[4:8], np.full(4, 2), write)
+    c.access(1, wave, WRITE if write else READ, TILE[4:8], np.full(4, 2))
 
 
 def _records(c) -> list:
@@ -151,8 +151,8 @@ def test_a_copy_issued_a_phase_after_the_access_it_races_is_named_so():
 def test_accesses_outside_the_copy_s_bytes_are_not_checked_and_lanes_are_kept():
     c = _checker()
     _copy(c)
-    c.access(1, 0, READ, np.arange(64, 80), np.arange(16), False)
-    c.access(1, 0, READ + 1, np.array([20, 15]), np.array([5, 6]), False)
+    c.access(1, 0, READ, np.arange(64, 80), np.arange(16))
+    c.access(1, 0, READ + 1, np.array([20, 15]), np.array([5, 6]))
     got = _records(c)
     assert [(r[2], r[4]) for r in got] == [(READ + 1, 15)]
     assert c.ring.records()[0].lane == 6 != NO_LANE

@@ -134,6 +134,6 @@ def test_planted_bug_is_lds014_with_the_reading_and_the_issuing_line(bug):
         for v in found:
             assert (v.site.line, v.other_site.line, v.message) == (READ, TDM, CAUSES[bug]), v
             assert "cluster_barrier" in v.fix
-        verdicts.add(frozenset((v.code, v.site.line, v.other_site and v.other_site.line, v.message,
-                                frozenset(v.waves)) for v in results.violations))
+        verdicts.add(frozenset((v.code, v.site.line, v.other_site and v.other_site.line, v.message, v.count,
+                                v.lds_range, frozenset(v.waves), frozenset(v.lanes)) for v in results.violations))
     assert len(verdicts) == 1, verdicts  # the same report under every schedule

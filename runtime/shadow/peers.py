@@ -171,6 +171,7 @@ class ClusterChecker:
         for _i, d in incoming:
             covered[d.bytes] = True
         seen = set()
+        verdicts: dict = {}  # (copy, wave, its counts): accesses between two sync ops share it
         for a in sorted(grp.accesses, key=lambda x: x.wave):
             b = a.bytes
             inside = (b >= 0) & (b < covered.size)
@@ -180,7 +181,10 @@ class ClusterChecker:
             # the exact common bytes only for an unordered pair
             for n in np.flatnonzero((lo <= b.max()) & (hi >= b.min())).tolist():
                 i, d = incoming[n]
-                cause = self._unordered(i, d, j, a)
+                key = (n, a.wave, a.nsig1, a.ncs, a.ncw)
+                cause = verdicts.get(key, verdicts)
+                if cause is verdicts:
+                    cause = verdicts[key] = self._unordered(i, d, j, a)
                 if cause is None:
                     continue
                 hit = np.flatnonzero(inside & np.isin(b, d.bytes))

@@ -63,6 +63,7 @@ class Rule(enum.IntEnum):
     WAIT_TOO_WEAK = 11  # LDS011
     DMA_OVERLAP = 12  # LDS012
     DMA_NEVER_WAITED = 13  # LDS013
+    CLUSTER_COPY_UNORDERED = 14  # LDS014: a cluster peer's TDM multicast vs this workgroup's access
     BARRIER_DIVERGENCE = 20  # LDS020
     UNINIT_READ = 30  # LDS030
     OOB = 31  # LDS031
@@ -95,6 +96,7 @@ class Cause(enum.IntEnum):
     BARRIER_MISMATCH = 10  # LDS020: waves ran different barrier sequences
     BARRIER_DIVERGENT_LANES = 11  # LDS020: barrier reached with a partial exec mask
     COPY_WAITED_UNPUBLISHED = 12  # LDS001: the issuer's wait completed the copy; no barrier after it
+    PEER_COPY_AFTER_ACCESS = 13  # LDS014: the peer's copy was issued in a later cluster phase than the access
 
     @property
     def text(self) -> str:

@@ -15,6 +15,8 @@ from typing import Callable, Iterator
 
 from ldssan.passes.ir.types import byte_size
 
+from .emu import cluster_hooks
+from .emu.cluster_hooks import ClusterHooks
 from .emu.hooks import ShadowHooks
 from .emu.split import BatchSplit
 from .emu.launch import lds_layout
@@ -107,8 +109,13 @@ class ShadowSession:
         if len(chunk) == 1:
             engine = new_engine(groups, self.ring)
             self._observed(engine)
+            checked = cluster_hooks.attach(waves, grid, self.ring, self.launch)  # the cluster's first team
+            if checked is not None:
+                self._open.append(checked)
+            link = getattr(waves[0], "mcast", None)
+            hooks = ShadowHooks if link is None or link.checker is None else ClusterHooks
             for ctx in waves:
-                ctx.san = ShadowHooks(engine, ctx)
+                ctx.san = hooks(engine, ctx)
             self._open.append(engine.finish)
             return lambda ctx: engine.wave_end(ctx.wave, NO_SITE)
         batch = BatchSplit(waves, groups, new_engine, self.ring, may_split=prog.may_split)

@@ -113,6 +113,17 @@ class ShadowEngine(Intake, Phases, Ordering, Applier):
         self._seg_now = -1
         self._barrier_pairs: set = set()
         self._finished = False
+        self._peer_bytes: np.ndarray | None = None  # bytes a cluster peer's TDM multicast wrote
+
+    def peer_written(self, offsets) -> None:
+        """A cluster peer's TDM multicast writes these LDS bytes (of group 0): reads of them
+        are not LDS030. Whether the write is ordered with this workgroup's accesses is the
+        cluster checker's verdict (`peers.py`, LDS014), not this engine's."""
+        o = np.asarray(offsets, np.int64)
+        o = o[(o >= 0) & (o < self.lds_bytes)]
+        if self._peer_bytes is None:
+            self._peer_bytes = np.zeros(self.lds_bytes, bool)
+        self._peer_bytes[o] = True
 
     def listen(self, listener: Listener) -> None:
         """Call `listener` on each of this engine's `LISTENED` events from now on, before the

@@ -341,6 +341,12 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
      "per-test entry has `calls` and `not_checked: true`, and `--ldssan-require-launch` fails the test",
      ("tests/sanitizer/test_launch_forms_plugin.py::test_called_not_checked_is_listed_and_fails_under_require_launch",
       "tests/sanitizer/test_launch_forms.py::test_launch_requests_are_counted_once_each")),
+    ("a TDM load's workgroup mask names a workgroup past the cluster, or leaves out the loading "
+     "workgroup (what the hardware does with either is not in public text)",
+     "`UnsupportedOp` naming `rocdl.tensor.load.to.lds`, its Python line, the mask and the workgroups; "
+     "masks naming cluster peers (the loader's bit included) multicast, checked as LDS014",
+     ("tests/emu/test_clusters.py::test_tdm_multicast_masks_public_text_does_not_define_are_refused_in_a_cluster",
+      "tests/sanitizer/test_cluster_multicast.py::test_planted_bug_is_lds014_with_the_reading_and_the_issuing_line")),
 ]
 
 

@@ -1,6 +1,6 @@
-"""The README's fault table ("What ldssan does when …"), kept here as data next to the
-tests that reproduce each row. `python -m tests.faults.table` prints the README section;
-`test_fault_table.py` checks that the README carries exactly this text and that every
+"""The fault table ("What ldssan does when …", in `TARGET`), kept here as data next to the
+tests that reproduce each row. `python -m tests.faults.table` prints the section;
+`test_fault_table.py` checks that `TARGET` carries exactly this text and that every
 test a row names exists.
 
 A row: (when …, what ldssan does, tests). A test is `path::function` from the repository
@@ -10,6 +10,7 @@ root; any test file may be named (rows owned by other parts of ldssan belong her
 from __future__ import annotations
 
 TITLE = "## What ldssan does when …"
+TARGET = "docs/faults.md"  # the page that carries the section, from the repository root
 
 INTRO = """\
 Each row is a fault or a bad input a user can hit, what ldssan does about it, and the test
@@ -349,7 +350,7 @@ def _cell(text: str) -> str:
 
 
 def render() -> str:
-    """The README section, title to last row."""
+    """The section of `TARGET`, title to last row."""
     lines = [TITLE, "", INTRO, "", "| when … | ldssan | reproduced by |", "|---|---|---|"]
     for when, does, tests in ROWS:
         names = "<br>".join(f"`{t.split('::', 1)[1]}` ({t.split('::', 1)[0].rsplit('/', 1)[-1]})" for t in tests)

@@ -4,7 +4,7 @@ here), JSON, SARIF 2.1.0, and the atomic report file.
 Nothing here decides anything about a violation; `ldssan.decode` did that.
 
 JSON schema (`to_json`, "ldssan.report/1"; stable, additions only; the JSON Schema is
-`tests/report/data/ldssan-report.schema.json`, described in README.md)::
+`tests/report/data/ldssan-report.schema.json`, described in docs/reports.md)::
 
     {"schema": "ldssan.report/1",
      "tool": {"name": "ldssan", "version": str},

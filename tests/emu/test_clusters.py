@@ -333,7 +333,7 @@ LDS_HANDOFF = WAVE_ID + """
                          ids=["cluster-barrier-only", "with-workgroup-barrier"])
 def test_the_sanitizer_takes_no_lds_order_from_the_cluster_barrier(workgroup_barrier, reported):
     # the engine is per workgroup and the cluster barrier adds no LDS happens-before edge to
-    # it (conservative, as the README says); a workgroup barrier does
+    # it (conservative, as docs/virtual-gfx1250.md says); a workgroup barrier does
     report = _sanitize_cluster(LDS_HANDOFF.format(workgroup_barrier=workgroup_barrier))
     codes = {v.code for v in report.violations}
     assert ("LDS001" in codes) == reported, report.violations

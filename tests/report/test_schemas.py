@@ -1,5 +1,5 @@
 """The SARIF log validates against the official SARIF 2.1.0 schema (vendored, see
-data/SARIF-SCHEMA-NOTICE.md) and the JSON report against our own schema (README, "JSON
+data/SARIF-SCHEMA-NOTICE.md) and the JSON report against our own schema (docs/reports.md, "JSON
 report"); SARIF points at the user's files relative to %SRCROOT% and says what went wrong
 running the tool."""
 

@@ -23,6 +23,8 @@ import threading
 from dataclasses import replace
 from typing import Callable
 
+from ldssan.passes.ir.caches import register_cache
+
 from .capture import capture_builds
 from .check import check_build
 from .findings import KernelResult
@@ -31,7 +33,7 @@ from .violations import finding_violation
 SEVERITY = {"warn": "warning", "error": "error"}
 
 _lock = threading.Lock()
-_checked: dict[tuple, tuple[KernelResult, ...]] = {}
+_checked: dict[tuple, tuple[KernelResult, ...]] = register_cache({})
 _collector: Callable | None = None
 
 

@@ -108,6 +108,7 @@ def install() -> None:
             return
         mode = DeviceMapMode()
         seam.install("vdevice", _patches(mode))
+        _timing.start()
         # on top of any mode already pushed; torch.set_default_device's DeviceContext stays at
         # the bottom, where torch expects it (its device is looked up by the mode)
         torch._C._push_on_torch_function_stack(mode)

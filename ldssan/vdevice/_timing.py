@@ -115,6 +115,11 @@ def _parse(orig):
 _WRAPS = {"__init__": _init, "_start_trace": _start_trace, "__exit__": _exit, "_parse_kineto_results": _parse}
 
 
+def _profiling() -> str | None:
+    """A profiler records each launch's execution as a device event: no launch is replayed."""
+    return "a torch profiler window records each launch as a device event" if _windows else None
+
+
 def patches() -> list:
     """The profiler's and the emulator's launch seams (applied by `runtime.seam`)."""
     from ldssan.runtime.emu.launch import Launcher
@@ -122,6 +127,16 @@ def patches() -> list:
     return [*((_PROFILE, name, wrap) for name, wrap in _WRAPS.items()), (Launcher, "launch_kernel", _launch_kernel)]
 
 
+def start() -> None:
+    """The device is installed: while a profiler window is open, memo replays no launch."""
+    from ldssan.runtime.emu import memo
+
+    memo.add_observer(_profiling)
+
+
 def reset() -> None:
-    """Forget the open profiling windows (the device is uninstalled)."""
+    """The device is uninstalled: forget the open profiling windows."""
+    from ldssan.runtime.emu import memo
+
+    memo.remove_observer(_profiling)
     _windows.clear()

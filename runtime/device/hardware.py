@@ -33,6 +33,7 @@ import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from ldssan.passes.ir.errors import LdssanError
 from ..records import Record, RecordFormatError, Ring
 from . import layout as L
 from .emulated import _LINK_FAILURES, DEFAULT_CAPACITY
@@ -42,11 +43,11 @@ ARCH = "gfx1250"
 RING_SYMBOL = L.RING_GLOBAL  # the module global a standalone code object reads the address from
 
 
-class HardwareUnavailable(RuntimeError):
+class HardwareUnavailable(LdssanError, RuntimeError):
     """No gfx1250 HIP device here (the message says what is missing)."""
 
 
-class HardwareRunError(RuntimeError):
+class HardwareRunError(LdssanError, RuntimeError):
     """A device run whose records cannot be attributed (the message says why)."""
 
 

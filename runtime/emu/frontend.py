@@ -27,19 +27,22 @@ import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from ldssan.passes.ir.caches import register_reset
 from ldssan.passes import locations
 from ldssan.passes.ir.irview import view_module
 
 from .. import seam
-from . import calls, threads
+from . import calls, memo, threads, unchecked
+from .unchecked import file_of, module_kernels, unchecked_fragments
 from .calls import CALLS, LaunchNotRun  # noqa: F401  (the pytest plugin's and users' names)
 from .launch import Launcher, bind_pointers, host_arguments
 from .memory import GlobalMemory, in_host_memory
 from .runconfig import RunConfig
 from .specialize import specialization
 
-SENTINEL = "ldssan"
+SENTINEL = unchecked.SENTINEL
 VERSION = "0.1.0"
+PLAIN = RunConfig()  # plain emulation: also what a sanitized run's out-of-scope modules are built as
 
 
 @dataclass
@@ -54,6 +57,11 @@ class EmuConfig:
     # on_fault(exc, entry, sanitizer) -> the exception to raise for a launch that raised `exc`
     # (the sanitizer records it: a caught fault still reaches the report), or None
     on_fault: object = None
+    memo: "memo.Memo | None" = None  # identical host calls replayed (memo.py); None: off
+    # scope.covers([(kernel symbol, defining file), ...]) -> whether a module with these kernels
+    # is instrumented; one it leaves out is built plain and its launches reported through
+    # scope.skipped(kernels) (ldssan.scope.Scope; None: every module). Part of the launch key.
+    scope: object = None
     # the pass run at the sentinel, pass(op, pass_) (None: plain emulation's tag). Not part
     # of the key: which pass runs follows from `run` (the instrumentation for a sanitized
     # run, the device link for `run.device`), the function is only who implements it
@@ -241,7 +249,11 @@ def _prepare(orig):
     def prepare(cls, module, **kwargs):
         asm, pcfg = orig_prepare(cls, module, **kwargs)
         cfg = current()
-        if cfg is not None and cfg.sanitize:
+        if cfg is not None and cfg.sanitize and cfg.scope is not None and not cfg.scope.covers(module_kernels(module)):
+            # outside the scope: FlyDSL keys its caches on these fragments, so a plain build never
+            # stands in for a checked one (nor the reverse)
+            pcfg.fragments = unchecked_fragments(pcfg.fragments, sentinel_fragment(PLAIN))
+        elif cfg is not None and cfg.sanitize:
             # FlyDSL's key omits locations; the site table bakes them in, so key on them too.
             located = module.operation.get_asm(enable_debug_info=True, assume_verified=True)
             digest = hashlib.sha256(located.encode()).hexdigest()[:12]
@@ -294,18 +306,20 @@ def _split_pipeline(base_pm, pipeline: str):
         raise RuntimeError(f"ldssan: unexpected pipeline text {pipeline[:80]!r}")
     body = inner[len(prefix):-1]
     at = body.index(SENTINEL + "{")
-    before = body[:at].rstrip(",")
-    after = body[body.index("}", at) + 1:].lstrip(",")
-    device = cfg.run.device is not None
+    end = body.index("}", at) + 1
+    before, after = body[:at].rstrip(","), body[end:].lstrip(",")
+    # the plain fragment `prepare` put in for a module outside the run's scope: emulated, unchecked
+    out_of_scope = body[at:end] == sentinel_fragment(PLAIN)
+    device = cfg.run.device is not None and not out_of_scope
     if after and not device:
         raise RuntimeError("ldssan: passes after the ldssan sentinel are not supported")
     if device and cfg.sentinel_pass is None:  # a device build without its linker must not run as a plain one
         raise RuntimeError("ldssan device runtime: a device build with no link pass in its context")
-    mode = "dev" if device else "san" if cfg.sanitize else "emu"
+    mode = "dev" if device else "emu" if out_of_scope or not cfg.sanitize else "san"
     pm = base_pm("builtin.module")
     if before:
         pm.add(before)
-    pm.add(cfg.sentinel_pass or _mark_emu, name=f"ldssan-{mode}")
+    pm.add(_mark_emu if out_of_scope else cfg.sentinel_pass or _mark_emu, name=f"ldssan-{mode}")
     if after:  # a device build's lowering (FlyDSL runs its pipeline as one text unless it dumps IR)
         pm.add(after)
     return pm
@@ -330,6 +344,7 @@ def _is_emu_artifact(artifact) -> bool:
 _VIEWS: dict[str, tuple] = {}
 
 
+@register_reset
 def clear_caches() -> None:
     """Forget parsed artifact modules, launched specializations and the source digest
     (`ldssan.runtime.reset_caches`)."""
@@ -380,7 +395,7 @@ def _cached_launch(orig):
         CALLS.count()
         if return_compiled:
             return calls.compiled(orig, self, args, kwargs)
-        key, bound = specialization(self, args, kwargs, sentinel_fragment(cfg.run))
+        key, bound = specialization(self, args, kwargs, (sentinel_fragment(cfg.run), cfg.scope))
         hit = None if key is None else _LAUNCHES.get(self, {}).get(key)
         if hit is not None and self._mem_cache.get(hit[0]) is hit[1]:
             from flydsl.compiler.jit_function import _build_call_state
@@ -428,10 +443,12 @@ class EmuCallState:
         sanitizer = None
         if "ldssan.sites" in view.attrs and cfg.sanitizer_factory is not None:
             sanitizer = cfg.sanitizer_factory(view.attrs["ldssan.sites"], entry, view)
+        elif cfg.sanitize and cfg.scope is not None:  # built plain: outside the scope
+            cfg.scope.skipped([(n, file_of(f.loc)) for n, f in view.functions.items() if f.is_kernel])
         launcher = Launcher(view, gmem, policy=cfg.policy, batch=cfg.batch, time_limit=cfg.time_limit,
                             step_budget=cfg.step_budget, ir_key=key, sanitizer=sanitizer, resident=cfg.resident)
         try:
-            launcher.run_host(entry, values)
+            memo.run_host(cfg.memo, launcher, entry, values, raws)
             cfg.launches.extend(launcher.records)
             if sanitizer is not None:
                 sanitizer.finish()

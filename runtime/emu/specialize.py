@@ -15,13 +15,13 @@ class _Unkeyable(Exception):
     """A value whose effect on the trace cannot be told from the value: trace as usual."""
 
 
-def specialization(jf, args, kwargs, sentinel: str):
+def specialization(jf, args, kwargs, run_key):
     """(key, bound and resolved arguments) of a launch, or (None, None) when it cannot be
     keyed without tracing (FlyDSL then traces as usual, and reports any bad argument).
     The key holds what a trace reads: each runtime argument's FlyDSL cache signature (type,
     dtype, static shape and strides), each Constexpr value, the compile hints, the FlyDSL
-    environment, ldssan's sentinel fragment (`sentinel`: the run, the source digest) and the module globals
-    the launcher's code reaches (`_globals_key`)."""
+    environment, `run_key` (what of ldssan's run reaches the build: its sentinel fragment,
+    the scope) and the module globals the launcher's code reaches (`_globals_key`)."""
     from flydsl._mlir import ir
     from flydsl.compiler.jit_argument import is_type_param_annotation
     from flydsl.compiler.protocol import cache_signature
@@ -42,7 +42,7 @@ def specialization(jf, args, kwargs, sentinel: str):
         bound.apply_defaults()
         jf._resolve_arguments(bound.arguments)
         parts = tuple((n, _static_key(v) if n in static else cache_signature(v)) for n, v in bound.arguments.items())
-        key = (parts, _static_key(hints), _env_key(), sentinel, _globals_key(jf.func))
+        key = (parts, _static_key(hints), _env_key(), run_key, _globals_key(jf.func))
         hash(key)
     except (TypeError, ValueError, _Unkeyable):
         return None, None

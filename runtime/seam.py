@@ -21,6 +21,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, NamedTuple
 
+from ldssan.passes.ir.errors import LdssanError
+
 # innermost first; each name is the group of one owner:
 #   locations  passes/locations.py       FlyDSL's raw MLIR builders take the user's call line
 #   frontend   runtime/emu/frontend.py   the pipeline, pass manager, call state, launch cache
@@ -33,7 +35,7 @@ ORDER = ("locations", "frontend", "vdevice", "isa", "hardware", "capture")
 _MISSING = object()
 
 
-class SeamConflict(RuntimeError):
+class SeamConflict(LdssanError, RuntimeError):
     """A patch that cannot be put in its place: a value someone else set stands above it."""
 
 

@@ -49,7 +49,7 @@ def test_the_sentinel_runs_the_contexts_pass_whatever_the_text_says():
     """Nested runs with different passes: each parse takes the innermost context's (a
     process-wide registry would serve whichever module registered last)."""
     outer, inner = (lambda op, p: None), (lambda op, p: None)
-    plain = f"builtin.module(a,b,{sentinel_fragment(RunConfig())})"  # text says mode=emu
+    other = f"builtin.module(a,b,{sentinel_fragment(DEV)})"  # the text says device=..., ctx=...
     with frontend.active(EmuConfig(SAN, sentinel_pass=outer)):
         with frontend.active(EmuConfig(DEV, sentinel_pass=inner)):
             pm = frontend._split_pipeline(_FakePM, f"builtin.module(a,{sentinel_fragment(SAN)},c)")
@@ -57,8 +57,16 @@ def test_the_sentinel_runs_the_contexts_pass_whatever_the_text_says():
         with pytest.MonkeyPatch.context() as mp:
             seen = []
             mp.setattr(_FakePM, "add", lambda self, what, name=None: seen.append(what))
-            frontend._split_pipeline(_FakePM, plain)
+            frontend._split_pipeline(_FakePM, other)
             assert seen == ["a,b", outer]
+
+
+def test_a_module_outside_the_scope_runs_the_emulator_tag():
+    """`prepare` puts plain emulation's fragment in for a module the run's scope leaves out:
+    recognised by equality with it, the module is built unchecked."""
+    with frontend.active(EmuConfig(SAN, sentinel_pass=lambda op, p: None)):
+        pm = frontend._split_pipeline(_FakePM, f"builtin.module(a,{sentinel_fragment(frontend.PLAIN)})")
+    assert pm.added == ["a", "ldssan-emu"]
 
 
 def test_a_device_run_without_its_link_pass_is_refused():

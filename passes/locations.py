@@ -16,8 +16,6 @@ import inspect
 
 import importlib
 
-_installed = False
-
 # The modules kernels reach raw builders through. scf is left out: FlyDSL's AST rewriter
 # builds its control flow under the statement's own location.
 MODULES = ("flydsl.expr.rocdl", "flydsl.expr.arith", "flydsl._mlir.dialects.arith",
@@ -25,22 +23,18 @@ MODULES = ("flydsl.expr.rocdl", "flydsl.expr.arith", "flydsl._mlir.dialects.arit
            "flydsl._mlir.dialects.math", "flydsl._mlir.dialects.vector", "flydsl._mlir.dialects.gpu")
 
 
-def install() -> int:
-    """Wrap the raw builders of `MODULES` (idempotent); returns how many."""
-    global _installed
-    if _installed:
-        return 0
+def patches() -> list[tuple]:
+    """The raw builders of `MODULES`, as `(module, name, wrap)` patches: `wrap(builder)`
+    runs the builder under the user's call line. Declared here, applied (and taken out) by
+    `ldssan.runtime.seam`, group `locations`: this layer patches nothing itself."""
     from flydsl.expr import meta
 
-    count = 0
+    out = []
     for module in MODULES:
         mod = importlib.import_module(module)
-        for name, fn in list(vars(mod).items()):
-            if _raw_builder(name, fn):
-                setattr(mod, name, _at_call_site(fn, meta))
-                count += 1
-    _installed = True
-    return count
+        out.extend((mod, name, functools.partial(_at_call_site, meta=meta))
+                   for name, fn in list(vars(mod).items()) if _raw_builder(name, fn))
+    return out
 
 
 def _raw_builder(name: str, fn) -> bool:

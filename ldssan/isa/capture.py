@@ -125,34 +125,26 @@ def capture_builds(fn, *args, **kwargs) -> list[Build]:
     line tables, a fresh cache) and return every kernel build it made."""
     from flydsl.compiler import jit_function
 
-    from ldssan.passes import locations
+    from ldssan.runtime import seam
+    from ldssan.runtime.emu import frontend
 
     # Raw rocdl builders (s_barrier_signal, s_wait_dscnt) otherwise carry the kernel's
     # `def` line into the line table, not their call line.
-    locations.install()
+    frontend.install_locations()
     builds: list[Build] = []
-    original = jit_function._dump_isa
 
-    def recording_dump_isa(*, dump_dir, **kw):
-        out = original(dump_dir=dump_dir, **kw)
-        if out is not None:
-            isa = Path(out).read_text()
-            hooks = sorted(name for name in HOOKS if name in isa)
-            if hooks:
-                # COMPILE_ONLY makes the emulator front end pass FlyDSL's pipeline through;
-                # a build with ldssan's hooks in it is not the code the hardware runs.
-                raise IsaToolchainError(f"{Path(dump_dir).name}: the compile-only build carries "
-                                        f"ldssan's instrumentation (calls to {', '.join(hooks)}); refusing to check it")
-            stage = pick_stage([p.name for p in Path(dump_dir).glob("*.mlir")])
-            ir = (Path(dump_dir) / stage).read_text() if stage else ""
-            builds.append(Build(Path(dump_dir).name, isa, elf_from_dump(Path(dump_dir)), ir))
-        return out
+    def recording(original):
+        def recording_dump_isa(*, dump_dir, **kw):
+            return _recorded(builds, dump_dir, original(dump_dir=dump_dir, **kw))
+
+        return recording_dump_isa
 
     with tempfile.TemporaryDirectory(prefix="ldssan-isa-") as scratch:
         env = build_env(str(Path(scratch) / "dump"), str(Path(scratch) / "cache"))
         errors: list[str] = []
         with patched_env(env), contextlib.redirect_stdout(_DropCompileChatter(sys.stdout)), backend_errors(errors):
-            jit_function._dump_isa = recording_dump_isa
+            if not seam.install("capture", [(jit_function, "_dump_isa", recording)]):
+                raise RuntimeError("ldssan ISA check: a capture inside another capture")
             try:
                 fn(*args, **kwargs)
             except Exception as exc:
@@ -162,9 +154,26 @@ def capture_builds(fn, *args, **kwargs) -> list[Build]:
                 raise IsaToolchainError(f"linking with {env['ROCM_PATH']}/llvm/bin/ld.lld failed: "
                                         f"{str(cause).splitlines()[0]}") from exc
             finally:
-                jit_function._dump_isa = original
+                seam.uninstall("capture")
                 sys.stdout.flush()
     if errors:
         raise IsaToolchainError(f"the gfx1250 backend reported {counted(len(errors), 'error')}, so its code object is "
                                 f"not the kernel as written: {'; '.join(errors)}")
     return builds
+
+
+def _recorded(builds: list[Build], dump_dir, out):
+    """After FlyDSL dumped a build's ISA to `out`: keep the build (refused if it carries
+    ldssan's hooks)."""
+    if out is not None:
+        isa = Path(out).read_text()
+        hooks = sorted(name for name in HOOKS if name in isa)
+        if hooks:
+            # COMPILE_ONLY makes the emulator front end pass FlyDSL's pipeline through;
+            # a build with ldssan's hooks in it is not the code the hardware runs.
+            raise IsaToolchainError(f"{Path(dump_dir).name}: the compile-only build carries "
+                                    f"ldssan's instrumentation (calls to {', '.join(hooks)}); refusing to check it")
+        stage = pick_stage([p.name for p in Path(dump_dir).glob("*.mlir")])
+        ir = (Path(dump_dir) / stage).read_text() if stage else ""
+        builds.append(Build(Path(dump_dir).name, isa, elf_from_dump(Path(dump_dir)), ir))
+    return out

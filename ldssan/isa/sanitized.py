@@ -23,7 +23,7 @@ import threading
 from dataclasses import replace
 from typing import Callable
 
-from ldssan import config
+from ldssan.passes.ir.caches import register_cache
 
 from .capture import capture_builds
 from .check import check_build
@@ -33,27 +33,26 @@ from .violations import finding_violation
 SEVERITY = {"warn": "warning", "error": "error"}
 
 _lock = threading.Lock()
-_checked: dict[tuple, tuple[KernelResult, ...]] = {}
-_installed = False
+_checked: dict[tuple, tuple[KernelResult, ...]] = register_cache({})
 _collector: Callable | None = None
 
 
 def install(collector: Callable) -> None:
-    """Wrap FlyDSL's `JitFunction._compile_or_execute` (once, outside the emulator front
-    end's own wrapper). `collector()` is the active `hook.Collector` (passed in: this
-    package must not import `ldssan.hook`). Inert unless FLYDSL_LDSSAN_ISA is on."""
-    global _installed, _collector
-    from flydsl.compiler import jit_function
-
-    from ldssan.runtime.emu import frontend
+    """Wrap FlyDSL's `JitFunction._compile_or_execute` (`runtime.seam`, group `isa`: always
+    outside the emulator front end's own wrapper, whichever is installed first).
+    `collector()` is the active `hook.Collector` (passed in: this package must not import
+    `ldssan.hook`). Inert unless the active run's `RunConfig.isa` is on."""
+    global _collector
+    from ldssan.runtime import seam
 
     _collector = collector
-    frontend.install()  # the front end's wrapper first, so ours runs outside it
-    if _installed:
-        return
-    jf = jit_function.JitFunction
-    jf._compile_or_execute = _wrapped(jf._compile_or_execute)
-    _installed = True
+    seam.install("isa", _patches)
+
+
+def _patches() -> list:
+    from flydsl.compiler import jit_function
+
+    return [(jit_function.JitFunction, "_compile_or_execute", _wrapped)]
 
 
 def clear() -> None:
@@ -62,19 +61,20 @@ def clear() -> None:
         _checked.clear()
 
 
-def _sanitizing() -> bool:
+def _mode() -> str:
+    """The active run's ISA check (`RunConfig.isa`): off outside a sanitized launch."""
     from ldssan.runtime.emu import frontend
 
     cfg = frontend.current()
-    return cfg is not None and cfg.sanitize and not frontend._compile_only()
+    return cfg.run.isa if cfg is not None and cfg.sanitize and not frontend._compile_only() else "off"
 
 
 def _wrapped(orig):
     def compile_or_execute(self, args, kwargs, *, execute, return_compiled=False):
         from flydsl._mlir import ir
 
-        mode = config.get("isa")
-        if mode == "off" or not execute or ir.Context.current is not None or not _sanitizing():
+        mode = _mode()
+        if mode == "off" or not execute or ir.Context.current is not None:
             return orig(self, args, kwargs, execute=execute, return_compiled=return_compiled)
         col = _collector()
         before = len(col.results)

@@ -47,29 +47,21 @@ import threading
 
 import torch
 
+from ldssan.runtime import seam
+
 from . import _autograd, _flydsl, _timing
 from ._errors import VirtualDeviceError
 from ._mode import DeviceMapMode, on_device
 
 __all__ = ["VirtualDeviceError", "install", "uninstall", "active", "real_gpu_present", "wanted", "on_device"]
 
-_MISSING = object()
 _lock = threading.Lock()
-_saved: dict[str, object] | None = None
 _mode: DeviceMapMode | None = None
-
-
-_FLYDSL = "<flydsl launch predicates>"  # keys of `_saved` that are not torch.cuda names
-_TIMING = "<profiler and launch timing seams>"
-_AUTOGRAD = "<autograd Function apply and backward>"
 
 
 def real_gpu_present() -> bool:
     """True if torch sees a GPU of its own (then the virtual one is not installed by default)."""
-    if _saved is not None:
-        orig = _saved["is_available"]
-        return bool(orig()) if orig is not _MISSING else False
-    return bool(torch.cuda.is_available())
+    return bool(seam.original(torch.cuda, "is_available")())
 
 
 def wanted(choice: str) -> bool:
@@ -82,7 +74,7 @@ def wanted(choice: str) -> bool:
 
 def active() -> bool:
     """True while the virtual device stands in for torch's GPU."""
-    return _saved is not None
+    return _mode is not None
 
 
 def _remove(mode: DeviceMapMode) -> None:
@@ -92,40 +84,44 @@ def _remove(mode: DeviceMapMode) -> None:
             torch._C._push_on_torch_function_stack(m)
 
 
-def install() -> None:
-    """Provide torch's GPU device from the virtual gfx1250 (idempotent)."""
-    global _saved, _mode
+def _patches(mode: DeviceMapMode) -> list:
+    """Every torch and FlyDSL attribute the virtual device replaces (`runtime.seam`, group
+    `vdevice`)."""
     from ._cuda import API
 
+    return [*((torch.cuda, name, _constant(value)) for name, value in API.items()),
+            *_flydsl.patches(),  # flyc.compile launches with virtual-GPU tensors, as on hardware
+            *_timing.patches(),  # torch.profiler's CUDA activity sees the emulated kernels
+            *_autograd.patches(mode)]  # custom backward passes see GPU tensors too
+
+
+def _constant(value):
+    return lambda _torchs: value
+
+
+def install() -> None:
+    """Provide torch's GPU device from the virtual gfx1250 (idempotent)."""
+    global _mode
+
     with _lock:
-        if _saved is not None:
+        if _mode is not None:
             return
-        saved = {name: torch.cuda.__dict__.get(name, _MISSING) for name in API}
-        for name, value in API.items():
-            setattr(torch.cuda, name, value)
-        _mode = DeviceMapMode()
+        mode = DeviceMapMode()
+        seam.install("vdevice", _patches(mode))
+        _timing.start()
         # on top of any mode already pushed; torch.set_default_device's DeviceContext stays at
         # the bottom, where torch expects it (its device is looked up by the mode)
-        torch._C._push_on_torch_function_stack(_mode)
-        saved[_FLYDSL] = _flydsl.install()  # flyc.compile launches with virtual-GPU tensors, as on hardware
-        saved[_TIMING] = _timing.install()  # torch.profiler's CUDA activity sees the emulated kernels
-        saved[_AUTOGRAD] = _autograd.install(_mode)  # custom backward passes see GPU tensors too
-        _saved = saved
+        torch._C._push_on_torch_function_stack(mode)
+        _mode = mode
 
 
 def uninstall() -> None:
-    """Restore torch exactly: the saved `torch.cuda` attributes and the mode stack."""
-    global _saved, _mode
+    """Restore torch exactly: every attribute the seam replaced, and the mode stack."""
+    global _mode
     with _lock:
-        if _saved is None:
+        if _mode is None:
             return
-        _flydsl.uninstall(_saved.pop(_FLYDSL))
-        _timing.uninstall(_saved.pop(_TIMING))
-        _autograd.uninstall(_saved.pop(_AUTOGRAD))
-        for name, value in _saved.items():
-            if value is _MISSING:
-                delattr(torch.cuda, name)
-            else:
-                setattr(torch.cuda, name, value)
+        seam.uninstall("vdevice")
+        _timing.reset()
         _remove(_mode)
-        _saved, _mode = None, None
+        _mode = None

@@ -44,13 +44,7 @@ def _backward(orig, mode):
     return apply
 
 
-def install(mode) -> dict:
-    saved = {"apply": _FUNCTION.__dict__["apply"], "backward": _BACKWARD.__dict__["apply"]}
-    _FUNCTION.apply = _apply(saved["apply"])
-    _BACKWARD.apply = _backward(saved["backward"], mode)
-    return saved
-
-
-def uninstall(saved: dict) -> None:
-    _FUNCTION.apply = saved["apply"]
-    _BACKWARD.apply = saved["backward"]
+def patches(mode) -> list:
+    """`Function.apply` marks the backward node of GPU inputs; the node's `apply` runs under
+    `mode` (applied by `runtime.seam`)."""
+    return [(_FUNCTION, "apply", _apply), (_BACKWARD, "apply", lambda orig: _backward(orig, mode))]

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from ._mode import on_device
 
-_NAMES = ("_has_live_device_argument", "_is_compile_placeholder")
-
 
 def _tensor_of(value):
     from flydsl.compiler.jit_function import TorchTensorJitArg
@@ -35,23 +33,9 @@ def _placeholder(orig):
     return is_compile_placeholder
 
 
-def install() -> dict:
-    """Wrap FlyDSL's two predicates; returns what `uninstall` puts back."""
+def patches() -> list:
+    """Wrap FlyDSL's two predicates (over the emulator's own wrappers, which make host memory
+    device memory under a config: `runtime.seam` orders them)."""
     from flydsl.compiler import jit_function as jf
 
-    from ldssan.runtime.emu import frontend
-
-    # the emulator's own wrappers (host memory is device memory under a config) go in first:
-    # installed after ours, `uninstall` would drop them with ours
-    frontend.install()
-    saved = {name: getattr(jf, name) for name in _NAMES}
-    jf._has_live_device_argument = _live(saved["_has_live_device_argument"])
-    jf._is_compile_placeholder = _placeholder(saved["_is_compile_placeholder"])
-    return saved
-
-
-def uninstall(saved: dict) -> None:
-    from flydsl.compiler import jit_function as jf
-
-    for name, value in saved.items():
-        setattr(jf, name, value)
+    return [(jf, "_has_live_device_argument", _live), (jf, "_is_compile_placeholder", _placeholder)]

@@ -27,7 +27,6 @@ from torch.autograd.profiler_util import FunctionEvent
 
 _windows: list["_Window"] = []  # the profiling windows open now (profilers can nest)
 _PROFILE = _prof.profile
-_MISSING = object()
 
 
 class _Window:
@@ -116,25 +115,28 @@ def _parse(orig):
 _WRAPS = {"__init__": _init, "_start_trace": _start_trace, "__exit__": _exit, "_parse_kineto_results": _parse}
 
 
-def install() -> dict:
-    """Wrap the profiler's and the emulator's seams; returns what `uninstall` puts back."""
+def _profiling() -> str | None:
+    """A profiler records each launch's execution as a device event: no launch is replayed."""
+    return "a torch profiler window records each launch as a device event" if _windows else None
+
+
+def patches() -> list:
+    """The profiler's and the emulator's launch seams (applied by `runtime.seam`)."""
     from ldssan.runtime.emu.launch import Launcher
 
-    saved = {name: _PROFILE.__dict__.get(name, _MISSING) for name in _WRAPS}
-    for name, wrap in _WRAPS.items():
-        setattr(_PROFILE, name, wrap(getattr(_PROFILE, name)))
-    saved["launch_kernel"] = Launcher.__dict__["launch_kernel"]
-    Launcher.launch_kernel = _launch_kernel(saved["launch_kernel"])
-    return saved
+    return [*((_PROFILE, name, wrap) for name, wrap in _WRAPS.items()), (Launcher, "launch_kernel", _launch_kernel)]
 
 
-def uninstall(saved: dict) -> None:
-    from ldssan.runtime.emu.launch import Launcher
+def start() -> None:
+    """The device is installed: while a profiler window is open, memo replays no launch."""
+    from ldssan.runtime.emu import memo
 
-    Launcher.launch_kernel = saved.pop("launch_kernel")
-    for name, value in saved.items():
-        if value is _MISSING:
-            delattr(_PROFILE, name)
-        else:
-            setattr(_PROFILE, name, value)
+    memo.add_observer(_profiling)
+
+
+def reset() -> None:
+    """The device is uninstalled: forget the open profiling windows."""
+    from ldssan.runtime.emu import memo
+
+    memo.remove_observer(_profiling)
     _windows.clear()

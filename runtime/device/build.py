@@ -9,7 +9,8 @@ buffer address: the hooks read it from the u64 module global `@__ldssan_ring`, w
 host binds after loading the code object (`hardware.bind_module_global`); until then it
 is 0 and the code object must not run.
 
-Cache keys: the sentinel carries `device=<digest of this package>,ctx=<ring address>`, so a
+Cache keys: the sentinel carries the run's `DeviceLink` (the digest of this package, the ring
+address; `frontend.sentinel_fragment`), so a
 device build never shares a FlyDSL cache entry with a plain build (no sentinel), a
 sanitized host run (no `device=`), or a device build bound to another buffer.
 """
@@ -66,16 +67,17 @@ def _recording_pass(op, pass_=None) -> None:
 
 
 @contextmanager
-def device_session(ring_addr: int, extra_options: str = "", *, lds_only: bool = False):
+def device_session(ring_addr: int, *, hardware: bool = False, lds_only: bool = False):
     """FlyDSL builds inside the block are instrumented and linked with the record buffer at
-    `ring_addr`. A link refusal reaches the caller as `DeviceLinkError` (FlyDSL wraps a pass
-    failure in its own error type)."""
+    `ring_addr` (`hardware`: and go through FlyDSL's whole pipeline, to run on a gfx1250).
+    A link refusal reaches the caller as `DeviceLinkError` (FlyDSL wraps a pass failure in
+    its own error type)."""
     from ..emu import frontend
+    from ..emu.runconfig import DeviceLink, RunConfig
     from .link import DeviceLinkError
 
-    frontend.register_pass("dev", _recording_pass)
-    opts = f"device={source_digest()},ctx={ring_addr:x}" + (f",{extra_options}" if extra_options else "")
-    session = Session(frontend.EmuConfig(sanitize=True, pass_options=opts), lds_only=lds_only)
+    run = RunConfig(sanitize=True, device=DeviceLink(source_digest(), ring_addr, hardware=hardware))
+    session = Session(frontend.EmuConfig(run, sentinel_pass=_recording_pass), lds_only=lds_only)
     _LINK_FAILURES.clear()
     _ACTIVE.append(session)
     try:

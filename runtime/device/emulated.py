@@ -140,19 +140,19 @@ class DeviceRun:
 
 
 def _device_pass(op, pass_=None) -> None:
-    """The pass at the `ldssan{mode=san,device=...}` sentinel: instrument, then link."""
+    """The pass at the sentinel of a device build (`RunConfig.device`): instrument, then link."""
     from ldssan.passes.instrument import instrument_pass
 
     from ..emu import frontend
     from .link import DeviceLinkError, link
 
     cfg = frontend.current()
-    opts = dict(kv.split("=", 1) for kv in (cfg.pass_options if cfg else "").split(",") if "=" in kv)
-    if "ctx" not in opts:
+    dev = cfg.run.device if cfg is not None else None
+    if dev is None:
         raise RuntimeError("ldssan device runtime: linked outside `emulated()` (no record buffer address)")
     instrument_pass(op, pass_)
     try:
-        link(op, int(opts["ctx"], 16), scratch=opts.get("scratch") == "1")
+        link(op, dev.ring_addr, scratch=dev.scratch)
     except DeviceLinkError as e:
         _LINK_FAILURES.append(e)  # FlyDSL re-raises a pass failure as its own error type
         raise
@@ -183,8 +183,8 @@ class _Launches:
             ctx.lds_oob_ok = True
         return _no_end
 
-    def end_batch(self) -> None:
-        pass
+    def end_batch(self) -> int:
+        return 0
 
     def finish(self) -> None:
         pass
@@ -212,6 +212,7 @@ def emulated(policy="canonical", *, capacity: int | None = None, resident: int =
     `run.records()` after. `scratch` puts every shadow in global scratch (else only where
     LDS has no room)."""
     from ..emu import frontend
+    from ..emu.runconfig import DeviceLink, RunConfig
 
     buf = record_buffer()
     buf.reset(capacity)
@@ -224,12 +225,10 @@ def emulated(policy="canonical", *, capacity: int | None = None, resident: int =
         run.starts.append(len(cfg.launches))
         return _Launches(buf, view)
 
-    frontend.register_pass("dev", _device_pass)
-    cfg = frontend.EmuConfig(policy=device_policy(policy), sanitize=True,
-                             resident=resident,
-                             pass_options=f"device={source_digest()},ctx={buf.addr:x}"
-                                          + (",scratch=1" if scratch else ""),
-                             sanitizer_factory=on_launch, time_limit=DEVICE_TIME_LIMIT)
+    device = DeviceLink(source_digest(), buf.addr, scratch=scratch)
+    cfg = frontend.EmuConfig(RunConfig(policy=device_policy(policy), sanitize=True, resident=resident,
+                                       time_limit=DEVICE_TIME_LIMIT, device=device),
+                             sanitizer_factory=on_launch, sentinel_pass=_device_pass)
     run.config = cfg
     from .link import DeviceLinkError
 

@@ -5,7 +5,7 @@ Two ways to bind the buffer (DESIGN.md, "Hardware"):
 
 * **In-process FlyDSL launches** (`on_device()`): the ring is a device tensor kept for the
   process's lifetime and its address is baked into the linked IR, as `emulated()` does with
-  a CPU tensor. The address and `target=hw` are in the build's cache key, so such a build
+  a CPU tensor. The address and the hardware target (`DeviceLink`) are in the build's cache key, so such a build
   never serves a compile-only, emulated, sanitized or plain run, and an address in a cached
   build never dangles. FlyDSL loads and launches the code object as any kernel.
 * **Standalone code objects** (`ldssan build --device` output loaded by the user's own HIP
@@ -33,6 +33,7 @@ import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from ldssan.passes.ir.errors import LdssanError
 from ..records import Record, RecordFormatError, Ring
 from . import layout as L
 from .emulated import _LINK_FAILURES, DEFAULT_CAPACITY
@@ -40,14 +41,13 @@ from .session import device_records
 
 ARCH = "gfx1250"
 RING_SYMBOL = L.RING_GLOBAL  # the module global a standalone code object reads the address from
-HW_OPTION = "target=hw"  # in the sentinel: FlyDSL's whole pipeline after the link, a real launch
 
 
-class HardwareUnavailable(RuntimeError):
+class HardwareUnavailable(LdssanError, RuntimeError):
     """No gfx1250 HIP device here (the message says what is missing)."""
 
 
-class HardwareRunError(RuntimeError):
+class HardwareRunError(LdssanError, RuntimeError):
     """A device run whose records cannot be attributed (the message says why)."""
 
 
@@ -188,7 +188,7 @@ def on_device(*, grid: tuple | None = None):
     _LAUNCHES[0] += 1
     ring.reset(_LAUNCHES[0])
     run = HardwareRun(ring, _LAUNCHES[0], grid=grid)
-    with device_session(ring.addr, HW_OPTION, lds_only=True) as session:
+    with device_session(ring.addr, hardware=True, lds_only=True) as session:
         run.session = session
         yield run
 
@@ -267,6 +267,7 @@ class HardwareLaunches:
 
     def __init__(self, *, capacity: int, on_finish, inner=None):
         from ..emu.frontend import EmuConfig
+        from ..emu.runconfig import DeviceLink, RunConfig
         from .emulated import source_digest
 
         gfx1250_device()  # HardwareUnavailable, with the reason, before anything is built
@@ -277,33 +278,34 @@ class HardwareLaunches:
         self.launch = 0
         self.built: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # artifact -> Built
         self.pending: list[Built] = []  # linked, its artifact not launched yet
-        self.config = EmuConfig(sanitize=True, pass_options=f"device={source_digest()},ctx={self.ring.addr:x},"
-                                                            f"{HW_OPTION},proc={_PROCESS}")
+        link = DeviceLink(source_digest(), self.ring.addr, hardware=True, process=_PROCESS)
+        self.config = EmuConfig(RunConfig(sanitize=True, device=link), sentinel_pass=self._pass)
         self.session = None
-        self._orig = None
 
     def install(self) -> None:
+        """Take FlyDSL's call-state constructor (`runtime.seam`, group `hardware`: outside the
+        emulator's dispatch); installed ones nest, the last installed asked first."""
         from flydsl.compiler import jit_function
 
+        from .. import seam
         from ..emu import frontend
         from .build import _ACTIVE, Session
 
-        frontend.install()
-        frontend.register_pass("dev", self._pass)
+        frontend.install()  # the pipeline seam puts the sentinel in
         _LINK_FAILURES.clear()
         self.session = Session(self.config, lds_only=True)
         _ACTIVE.insert(0, self.session)  # under any building() block opened later
-        self._orig = jit_function._call_state_from_spec
-        jit_function._call_state_from_spec = self._call_state
+        _INSTALLED.append(self)
+        seam.install("hardware", [(jit_function, "_call_state_from_spec", _dispatch)])
 
     def uninstall(self) -> None:
-        from flydsl.compiler import jit_function
-
+        from .. import seam
         from .build import _ACTIVE
 
-        if self._orig is not None:
-            jit_function._call_state_from_spec = self._orig
-            self._orig = None
+        if self in _INSTALLED:
+            _INSTALLED.remove(self)
+            if not _INSTALLED:
+                seam.uninstall("hardware")
         if self.session in _ACTIVE:
             _ACTIVE.remove(self.session)
 
@@ -323,7 +325,7 @@ class HardwareLaunches:
                                   kernels, kernel_buffers(view)))
         del op.attributes["ldssan.emu"]
 
-    def _call_state(self, call_spec, artifact):
+    def _call_state(self, call_spec, artifact, below):
         from ..emu import frontend
 
         built = self.built.get(artifact)
@@ -334,8 +336,26 @@ class HardwareLaunches:
         if built is None and frontend.current() is self.config and not frontend._is_emu_artifact(artifact):
             raise HardwareRunError(f"ldssan device runtime: {getattr(artifact, '_entry', '?')}: a build this "
                                    "process did not link was served; its records could not be named")
-        state = (self.inner or self._orig)(call_spec, artifact)
+        state = (self.inner or below)(call_spec, artifact)
         return state if built is None else HardwareCall(self, built, state, getattr(artifact, "_entry", ""))
+
+
+_INSTALLED: list[HardwareLaunches] = []  # innermost last
+
+
+def _dispatch(below):
+    """FlyDSL's call-state constructor while hardware launches are installed: the innermost
+    asked first, each falling through to the next, the last to what lay beneath (`below`)."""
+
+    def ask(at: int, call_spec, artifact):
+        if at == 0:
+            return below(call_spec, artifact)
+        return _INSTALLED[at - 1]._call_state(call_spec, artifact, functools.partial(ask, at - 1))
+
+    def call_state_from_spec(call_spec, artifact):
+        return ask(len(_INSTALLED), call_spec, artifact)
+
+    return call_state_from_spec
 
 
 class HardwareCall:

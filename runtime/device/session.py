@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Callable
 
 from ..emu.frontend import EmuConfig
+from ..emu.runconfig import DeviceLink, RunConfig
 from ..records import Record, Ring
 from ..session import SessionOutcome, lds_buffers
 from . import layout as L
@@ -55,7 +56,7 @@ def outcome(ring: Ring, grid: tuple | None, *, entry: str, kernels: tuple, launc
 
 
 class EmulatedCall:
-    """The emulator's sanitizer for one host call under FLYDSL_LDSSAN_DEVICE=emulated: no
+    """The emulator's sanitizer (`emu.interfaces.Sanitizer`) for one host call under FLYDSL_LDSSAN_DEVICE=emulated: no
     engine (the linked kernel checks itself); the host launcher's part (global-scratch
     slots) is `emulated._Launches`'; when the call returns, the buffer is read back."""
 
@@ -75,8 +76,8 @@ class EmulatedCall:
             self.kernels.append(prog.name)
         return self.binder.begin_batch(prog, waves, chunk, grid, lds_bytes)
 
-    def end_batch(self) -> None:
-        pass
+    def end_batch(self) -> int:
+        return 0  # no engine here, so no batch of it splits
 
     def finish(self) -> None:
         # kernels of one call with different grids: a 2-D record is then refused (linear_workgroup)
@@ -90,14 +91,11 @@ class EmulatedCall:
 def emulated_config(policy, *, ring: int, resident: int = 1,
                     on_finish: Callable[[SessionOutcome], None]) -> EmuConfig:
     """The EmuConfig of FLYDSL_LDSSAN_DEVICE=emulated (`emulated.device_policy`)."""
-    from ..emu import frontend
-
     policy = device_policy(policy)
-    frontend.register_pass("dev", _device_pass)
     _LINK_FAILURES.clear()
     buf = record_buffer()
-    cfg = EmuConfig(policy=policy, resident=resident, sanitize=True,
-                    pass_options=f"device={source_digest()},ctx={buf.addr:x}", time_limit=DEVICE_TIME_LIMIT)
+    cfg = EmuConfig(RunConfig(policy=policy, resident=resident, sanitize=True, time_limit=DEVICE_TIME_LIMIT,
+                              device=DeviceLink(source_digest(), buf.addr)), sentinel_pass=_device_pass)
     cfg.sanitizer_factory = lambda sites_json, entry, view: EmulatedCall(sites_json, entry, view, capacity=ring,
                                                                          on_finish=on_finish)
     return cfg

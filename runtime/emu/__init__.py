@@ -10,11 +10,13 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import replace
 
+from ldssan.passes.ir.errors import LdssanError
 from .. import arguments
 from .errors import EmulationError, UnsupportedOp
-from .frontend import EmuConfig, active, current
+from .frontend import EmuConfig, active, current, install_locations
 from .launch import AUTO, EmuLaunchError, batch_option
 from .limits import Limits
+from .runconfig import RunConfig
 from .memory import EmuMemoryError
 from .threads import UncoveredThreadLaunch
 from .sched import ALL_POLICIES, BarrierDivergenceError, BatchDivergence, DeadlockError, Policy, SpinTimeout
@@ -23,12 +25,12 @@ from .wave import EmulationTimeout, StepBudgetExceeded
 __all__ = [
     "ALL_POLICIES", "BarrierDivergenceError", "BatchDivergence", "DeadlockError", "EmulateRefused",
     "EmulationError", "EmulationTimeout", "EmuLaunchError", "UncoveredThreadLaunch",
-    "SpinTimeout", "EmuConfig", "EmuMemoryError", "Policy",
+    "SpinTimeout", "EmuConfig", "EmuMemoryError", "Policy", "RunConfig",
     "StepBudgetExceeded", "UnsupportedOp", "emulate",
 ]
 
 
-class EmulateRefused(RuntimeError):
+class EmulateRefused(LdssanError, RuntimeError):
     """`emulate()` inside a sanitizer that cannot run its launches as asked (the device
     runtime on a real gfx1250; lockstep under the device runtime): refused, never unchecked."""
 
@@ -53,9 +55,7 @@ def emulate(policy: "Policy | str" = "round-robin", *, batch: "int | str" = "aut
     resident = arguments.integer("emulate", "resident", resident, 1)
     arguments.batch_and_resident("emulate", batch, resident)
     limits = Limits(time_limit, step_budget)  # a bad value fails here, before any launch
-    from ldssan.passes import locations
-
-    locations.install()  # refusals and faults name the raw builders' own lines, not `def`
+    install_locations()  # refusals and faults name the raw builders' own lines, not `def`
     return _emulated(policy, batch, resident, limits)
 
 
@@ -69,18 +69,20 @@ def _config_under(outer: "EmuConfig | None", policy: Policy, batch: int, residen
                   limits: Limits) -> EmuConfig:
     """emulate()'s config: plain, or the active sanitizer's with this schedule."""
     if outer is None or not outer.sanitize:
-        return EmuConfig(policy=policy, batch=batch, resident=resident, time_limit=limits.time_limit,
-                         step_budget=limits.step_budget)
-    if "target=hw" in outer.pass_options:
+        return EmuConfig(RunConfig(policy=policy, batch=batch, resident=resident, time_limit=limits.time_limit,
+                                   step_budget=limits.step_budget))
+    executor = outer.run.executor
+    if executor == "hardware":
         raise EmulateRefused("ldssan: emulate() inside a sanitizer that runs on a real gfx1250 "
                              "(FLYDSL_LDSSAN_DEVICE=hardware): its launches cannot run on the virtual "
                              "gfx1250 and be checked there; leave emulate() out, or sanitize with "
                              "FLYDSL_LDSSAN_DEVICE=off")
-    if "device=" in outer.pass_options and policy.lockstep:
+    if executor == "emulated" and policy.lockstep:
         raise EmulateRefused("ldssan: emulate('lockstep') inside a device-runtime sanitizer "
                              "(FLYDSL_LDSSAN_DEVICE=emulated): the device runtime runs waves one at "
                              "a time; pass a per-wave policy (canonical, round-robin, random(SEED), ...)")
     # a fresh launch list: the outer config's records are its own; limits given here win
-    return replace(outer, policy=policy, batch=batch, resident=resident, launches=[],
-                   time_limit=outer.time_limit if limits.time_limit is None else limits.time_limit,
-                   step_budget=outer.step_budget if limits.step_budget is None else limits.step_budget)
+    run = replace(outer.run, policy=policy, batch=batch, resident=resident,
+                  time_limit=outer.time_limit if limits.time_limit is None else limits.time_limit,
+                  step_budget=outer.step_budget if limits.step_budget is None else limits.step_budget)
+    return replace(outer, run=run, launches=[])

@@ -72,28 +72,34 @@ def tracing() -> bool:
     return ir.Context.current is not None
 
 
-def install(jf, active: Callable[[], bool]) -> None:
+def patches(jf, active: Callable[[], bool]) -> list[tuple]:
     """Widen FlyDSL's two launch predicates (module globals it looks up per call; struct
     fields recurse through them, so every argument form is covered) and count calls of
-    compiled functions, while `active()` (a config is active and not COMPILE_ONLY)."""
-    orig_live, orig_placeholder = jf._has_live_device_argument, jf._is_compile_placeholder
+    compiled functions, while `active()` (a config is active and not COMPILE_ONLY): the
+    `(target, name, wrap)` patches the front end installs through `runtime.seam`."""
 
-    def has_live_device_argument(value):
-        return (active() and _host_memory(value)) or orig_live(value)
+    def live(orig):
+        def has_live_device_argument(value):
+            return (active() and _host_memory(value)) or orig(value)
 
-    def is_compile_placeholder(value, **kwargs):
-        return False if active() and _host_memory(value) else orig_placeholder(value, **kwargs)
+        return has_live_device_argument
 
-    jf._has_live_device_argument = has_live_device_argument
-    jf._is_compile_placeholder = is_compile_placeholder
-    call = jf.CompiledFunction.__call__
+    def placeholder(orig):
+        def is_compile_placeholder(value, **kwargs):
+            return False if active() and _host_memory(value) else orig(value, **kwargs)
 
-    def __call__(self, *args):
-        if active():
-            CALLS.count()
-        return call(self, *args)
+        return is_compile_placeholder
 
-    jf.CompiledFunction.__call__ = __call__
+    def counted(call):
+        def __call__(self, *args):
+            if active():
+                CALLS.count()
+            return call(self, *args)
+
+        return __call__
+
+    return [(jf, "_has_live_device_argument", live), (jf, "_is_compile_placeholder", placeholder),
+            (jf.CompiledFunction, "__call__", counted)]
 
 
 def _host_memory(value) -> bool:

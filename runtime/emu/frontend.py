@@ -1,13 +1,15 @@
 """Wiring into FlyDSL 0.5.0: the virtual gfx1250 as FlyDSL's execution target.
 
-While `active()` is on, three FlyDSL seams are patched (once per process):
+While `active()` is on, these FlyDSL seams are patched (through `runtime.seam`, group
+`frontend`; `uninstall()` takes them out):
 
 1. `RocmBackend.pipeline_fragments` ends the pipeline right after `convert-fly-to-rocdl` +
    `canonicalize` (scf still structured) with a versioned `ldssan{...}` sentinel fragment.
    Fragments are part of FlyDSL's cache key, so emulated, instrumented and plain builds
    never share a cache entry (docs/architecture.md, "FlyDSL seams").
-2. `jit_function.PassManager.parse` replaces the sentinel with the Python pass registered
-   for it (the ldssan instrumentation, or nothing for plain emulation).
+2. `jit_function.PassManager.parse` replaces the sentinel with the Python pass the active
+   context names (`EmuConfig.sentinel_pass`: the ldssan instrumentation, the device
+   runtime's link, or a tag for plain emulation).
 3. `jit_function._call_state_from_spec` returns an `EmuCallState` for such artifacts: the
    user's `launch(...)` with CPU tensors runs here, results land in the tensors.
 
@@ -18,47 +20,63 @@ leaves DSL helpers on gfx942 code paths (docs/architecture.md, "FlyDSL seams").
 from __future__ import annotations
 
 import ctypes
-import enum
 import hashlib
 import os
 import threading
-import types
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from ldssan.passes.ir.caches import register_reset
 from ldssan.passes import locations
 from ldssan.passes.ir.irview import view_module
-from . import calls, threads
-from .calls import CALLS, LaunchNotRun  # noqa: F401  (the pytest plugin's and users' names)
-from .launch import AUTO, Launcher, bind_pointers, host_arguments
-from .memory import GlobalMemory, in_host_memory
-from .sched import Policy
 
-SENTINEL = "ldssan"
+from .. import seam
+from . import calls, memo, threads, unchecked
+from .unchecked import file_of, module_kernels, unchecked_fragments
+from .calls import CALLS, LaunchNotRun  # noqa: F401  (the pytest plugin's and users' names)
+from .launch import Launcher, bind_pointers, host_arguments
+from .memory import GlobalMemory, in_host_memory
+from .runconfig import RunConfig
+from .specialize import specialization
+
+SENTINEL = unchecked.SENTINEL
 VERSION = "0.1.0"
+PLAIN = RunConfig()  # plain emulation: also what a sanitized run's out-of-scope modules are built as
 
 
 @dataclass
 class EmuConfig:
-    policy: Policy = field(default_factory=Policy)
-    batch: int = AUTO  # workgroups on the lane axis; AUTO: by the lane budget under lockstep
-    resident: int = 1  # workgroups resident at once (persistent kernels); exclusive with batch
-    time_limit: float | None = None  # CPU seconds per launch (None: auto, scaled with the launch: limits.py)
-    step_budget: int | None = None  # loop iterations per scheduler run (None: auto, scaled likewise)
-    sanitize: bool = False
-    pass_options: str = ""  # folded into the sentinel: changes the cache key
+    """The front end's context for one run: its `RunConfig` (data: what the run is) and
+    the callbacks and results of the run."""
+
+    run: RunConfig = field(default_factory=RunConfig)
     launches: list = field(default_factory=list)  # LaunchRecord of every launch, in order
     # factory(sites_json, entry, view) -> ldssan.runtime.session.ShadowSession, or None
     sanitizer_factory: object = None
     # on_fault(exc, entry, sanitizer) -> the exception to raise for a launch that raised `exc`
     # (the sanitizer records it: a caught fault still reaches the report), or None
     on_fault: object = None
+    memo: "memo.Memo | None" = None  # identical host calls replayed (memo.py); None: off
+    # scope.covers([(kernel symbol, defining file), ...]) -> whether a module with these kernels
+    # is instrumented; one it leaves out is built plain and its launches reported through
+    # scope.skipped(kernels) (ldssan.scope.Scope; None: every module). Part of the launch key.
+    scope: object = None
+    # the pass run at the sentinel, pass(op, pass_) (None: plain emulation's tag). Not part
+    # of the key: which pass runs follows from `run` (the instrumentation for a sanitized
+    # run, the device link for `run.device`), the function is only who implements it
+    sentinel_pass: object = None
+
+    # the run's fields, read where the context is at hand
+    policy = property(lambda self: self.run.policy)
+    batch = property(lambda self: self.run.batch)
+    resident = property(lambda self: self.run.resident)
+    time_limit = property(lambda self: self.run.time_limit)
+    step_budget = property(lambda self: self.run.step_budget)
+    sanitize = property(lambda self: self.run.sanitize)
 
 
 _state = threading.local()
-_installed = False
-_pass_registry: dict[str, object] = {}
 
 
 _global_config: EmuConfig | None = None
@@ -78,11 +96,6 @@ def set_global(config: EmuConfig | None) -> None:
         force_gfx1250()
         install()
     _global_config = config
-
-
-def register_pass(kind: str, fn) -> None:
-    """Name the Python pass run at the sentinel (`kind` is 'emu' or 'san')."""
-    _pass_registry[kind] = fn
 
 
 def _compile_only() -> bool:
@@ -126,44 +139,91 @@ def _source_digest(files: list[str] | None = None) -> str:
 _DIGEST = None
 
 
-def sentinel_fragment(cfg: EmuConfig) -> str:
+def sentinel_fragment(run: RunConfig, locs: str | None = None) -> str:
+    """The pipeline fragment standing for `run` in FlyDSL's pipeline, and so in its cache
+    key: the fields that change a build (mode, the Python engine's ring, the device link),
+    ldssan's version and source digest, and for sanitized builds the digest of the module's
+    source locations (`locs`, which FlyDSL's key omits). Written here only; never read back
+    (the pass manager takes the run from the context)."""
     global _DIGEST
     if _DIGEST is None:
         _DIGEST = _source_digest()
-    mode = "san" if cfg.sanitize else "emu"
-    opts = f",{cfg.pass_options}" if cfg.pass_options else ""
-    return f"{SENTINEL}{{v={VERSION}-{_DIGEST},mode={mode}{opts}}}"
+    parts = [f"v={VERSION}-{_DIGEST}", f"mode={'san' if run.sanitize else 'emu'}"]
+    if run.ring is not None:
+        parts.append(f"ring={run.ring}")
+    dev = run.device
+    if dev is not None:
+        parts += [f"device={dev.digest}", f"ctx={dev.ring_addr:x}"]
+        if dev.scratch:
+            parts.append("scratch=1")
+        if dev.hardware:
+            parts.append("target=hw")
+        if dev.process:
+            parts.append(f"proc={dev.process}")
+    if locs is not None:
+        parts.append(f"locs={locs}")
+    return f"{SENTINEL}{{{','.join(parts)}}}"
 
 
 def install() -> None:
-    """Patch FlyDSL's seams (idempotent). They are inert unless a config is active."""
-    global _installed
-    if _installed:
-        return
-    from flydsl.compiler import jit_function
+    """Patch FlyDSL's seams (idempotent; `uninstall` takes them out). They are inert unless
+    a config is active. Also the raw builders' call lines (`install_locations`)."""
+    install_locations()
+    seam.install("frontend", _patches)
+
+
+def uninstall() -> None:
+    """Give FlyDSL its own seams back (the builders' call lines stay: `seam.uninstall`)."""
+    seam.uninstall("frontend")
+
+
+def install_locations() -> None:
+    """FlyDSL's raw ROCDL builders carry the kernel's `def` line; the emulator's errors and
+    the sanitizer's reports name the op's own line (`passes/locations.py`)."""
+    seam.install("locations", locations.patches)
+
+
+def _patches() -> list:
+    from flydsl.compiler import jit_function as jf
     from flydsl.compiler.backends.rocm import RocmBackend
 
-    orig_fragments = RocmBackend.pipeline_fragments
+    return [
+        (RocmBackend, "pipeline_fragments", _pipeline_fragments),
+        (jf, "PassManager", _pass_manager),
+        (jf, "_call_state_from_spec", _call_state_from_spec),
+        # the launcher's parameter names, so an argument the emulator refuses is named
+        (jf, "_build_call_spec", _named_call_spec),
+        (jf.MlirCompiler, "prepare", _prepare),
+        (jf, "CompiledArtifact", lambda _flydsls: _artifact_class()),
+        (jf.JitFunction, "_compile_or_execute", _cached_launch),
+        *calls.patches(jf, _launching),
+    ]
 
+
+def _device_build(cfg: "EmuConfig | None") -> bool:
+    """A gfx1250 code object with the device runtime linked in (ldssan.runtime.device)
+    (or, on hardware, one launched on a real gfx1250: runtime/device/hardware.py)."""
+    dev = cfg.run.device if cfg is not None else None
+    return dev is not None and (_compile_only() or dev.hardware)
+
+
+def _pipeline_fragments(orig):
     def pipeline_fragments(self, *, compile_hints):
-        frags = orig_fragments(self, compile_hints=compile_hints)
+        frags = orig(self, compile_hints=compile_hints)
         cfg = current()
-        # a gfx1250 code object with the device runtime linked in (ldssan.runtime.device)
-        # (or, with target=hw, one launched on a real gfx1250: runtime/device/hardware.py)
-        device_build = (cfg is not None and "device=" in cfg.pass_options
-                        and (_compile_only() or "target=hw" in cfg.pass_options))
+        device_build = _device_build(cfg)
         if (cfg is None or _compile_only()) and not device_build:
             # COMPILE_ONLY builds nothing to launch: FlyDSL's own pipeline, untouched
             return frags
         i = frags.index("convert-fly-to-rocdl")
         if frags[i + 1] != "canonicalize":
             raise RuntimeError("ldssan: FlyDSL's pipeline changed shape (no canonicalize after convert-fly-to-rocdl)")
-        return [*frags[: i + 2], sentinel_fragment(cfg), *(frags[i + 2:] if device_build else [])]
+        return [*frags[: i + 2], sentinel_fragment(cfg.run), *(frags[i + 2:] if device_build else [])]
 
-    RocmBackend.pipeline_fragments = pipeline_fragments
+    return pipeline_fragments
 
-    base_pm = jit_function.PassManager
 
+def _pass_manager(base_pm):
     class PassManager(base_pm):
         @classmethod
         def parse(cls, pipeline: str, *args, **kwargs):
@@ -171,40 +231,37 @@ def install() -> None:
                 return base_pm.parse(pipeline, *args, **kwargs)
             return _split_pipeline(base_pm, pipeline)
 
-    jit_function.PassManager = PassManager
+    return PassManager
 
-    orig_call_state = jit_function._call_state_from_spec
 
+def _call_state_from_spec(orig):
     def call_state_from_spec(call_spec, artifact):
         if _is_emu_artifact(artifact):
             return EmuCallState(call_spec, artifact)
-        return orig_call_state(call_spec, artifact)
+        return orig(call_spec, artifact)
 
-    jit_function._call_state_from_spec = call_state_from_spec
-    # the launcher's parameter names, so an argument the emulator refuses is named
-    jit_function._build_call_spec = _named_call_spec(jit_function._build_call_spec)
-    # raw ROCDL builders carry the kernel's `def` line; emulator errors (not only the
-    # sanitizer's reports) must name the op's own line
-    locations.install()
+    return call_state_from_spec
 
-    orig_prepare = jit_function.MlirCompiler.prepare.__func__
+
+def _prepare(orig):
+    orig_prepare = orig.__func__
 
     def prepare(cls, module, **kwargs):
         asm, pcfg = orig_prepare(cls, module, **kwargs)
         cfg = current()
-        if cfg is not None and cfg.sanitize:
+        if cfg is not None and cfg.sanitize and cfg.scope is not None and not cfg.scope.covers(module_kernels(module)):
+            # outside the scope: FlyDSL keys its caches on these fragments, so a plain build never
+            # stands in for a checked one (nor the reverse)
+            pcfg.fragments = unchecked_fragments(pcfg.fragments, sentinel_fragment(PLAIN))
+        elif cfg is not None and cfg.sanitize:
             # FlyDSL's key omits locations; the site table bakes them in, so key on them too.
             located = module.operation.get_asm(enable_debug_info=True, assume_verified=True)
             digest = hashlib.sha256(located.encode()).hexdigest()[:12]
-            pcfg.fragments = [f[:-1] + f",locs={digest}}}" if f.startswith(SENTINEL + "{") else f
-                              for f in pcfg.fragments]
+            plain = sentinel_fragment(cfg.run)
+            pcfg.fragments = [sentinel_fragment(cfg.run, locs=digest) if f == plain else f for f in pcfg.fragments]
         return asm, pcfg
 
-    jit_function.MlirCompiler.prepare = classmethod(prepare)
-    jit_function.CompiledArtifact = _artifact_class()
-    jit_function.JitFunction._compile_or_execute = _cached_launch(jit_function.JitFunction._compile_or_execute)
-    calls.install(jit_function, _launching)
-    _installed = True
+    return classmethod(prepare)
 
 
 def _artifact_class():
@@ -237,26 +294,32 @@ def __getattr__(name: str):
 
 
 def _split_pipeline(base_pm, pipeline: str):
-    """`builtin.module(a,b,ldssan{...})` -> a pass manager running a,b then the Python pass."""
+    """`builtin.module(a,b,ldssan{...},c)` -> a pass manager running a,b, then the pass the
+    active context names for the sentinel, then c (a device build's lowering). The sentinel
+    is only located here: what it stands for is the context's `RunConfig`."""
+    cfg = current()
+    if cfg is None:
+        raise RuntimeError("ldssan: a pipeline with the ldssan sentinel was parsed outside an ldssan run")
     inner = pipeline.strip()
     prefix = "builtin.module("
     if not inner.startswith(prefix) or not inner.endswith(")"):
         raise RuntimeError(f"ldssan: unexpected pipeline text {pipeline[:80]!r}")
     body = inner[len(prefix):-1]
     at = body.index(SENTINEL + "{")
-    before = body[:at].rstrip(",")
-    sentinel, _, after = body[at:].partition("}")
-    after = after.lstrip(",")
-    mode = "san" if "mode=san" in sentinel else "emu"
-    if mode == "san" and ",device=" in sentinel:
-        mode = "dev"  # instrumented, then the device runtime linked in (ldssan.runtime.device)
-    if after and mode != "dev":
+    end = body.index("}", at) + 1
+    before, after = body[:at].rstrip(","), body[end:].lstrip(",")
+    # the plain fragment `prepare` put in for a module outside the run's scope: emulated, unchecked
+    out_of_scope = body[at:end] == sentinel_fragment(PLAIN)
+    device = cfg.run.device is not None and not out_of_scope
+    if after and not device:
         raise RuntimeError("ldssan: passes after the ldssan sentinel are not supported")
+    if device and cfg.sentinel_pass is None:  # a device build without its linker must not run as a plain one
+        raise RuntimeError("ldssan device runtime: a device build with no link pass in its context")
+    mode = "dev" if device else "emu" if out_of_scope or not cfg.sanitize else "san"
     pm = base_pm("builtin.module")
     if before:
         pm.add(before)
-    # a device build without its linker must not run as a plain one
-    pm.add(_pass_registry[mode] if mode == "dev" else _pass_registry.get(mode, _mark_emu), name=f"ldssan-{mode}")
+    pm.add(_mark_emu if out_of_scope else cfg.sentinel_pass or _mark_emu, name=f"ldssan-{mode}")
     if after:  # a device build's lowering (FlyDSL runs its pipeline as one text unless it dumps IR)
         pm.add(after)
     return pm
@@ -281,6 +344,7 @@ def _is_emu_artifact(artifact) -> bool:
 _VIEWS: dict[str, tuple] = {}
 
 
+@register_reset
 def clear_caches() -> None:
     """Forget parsed artifact modules, launched specializations and the source digest
     (`ldssan.runtime.reset_caches`)."""
@@ -314,11 +378,6 @@ def _view_of(artifact):
 
 _LAUNCHES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # JitFunction -> {key: (flydsl key, artifact)}
 LAUNCH_STATS = {"hits": 0, "misses": 0, "unkeyed": 0}  # since the last clear_caches()
-_STATIC = (type(None), bool, int, float, complex, str, bytes)
-
-
-class _Unkeyable(Exception):
-    """A value whose effect on the trace cannot be told from the value: trace as usual."""
 
 
 def _cached_launch(orig):
@@ -336,7 +395,7 @@ def _cached_launch(orig):
         CALLS.count()
         if return_compiled:
             return calls.compiled(orig, self, args, kwargs)
-        key, bound = _specialization(self, args, kwargs, cfg)
+        key, bound = specialization(self, args, kwargs, (sentinel_fragment(cfg.run), cfg.scope))
         hit = None if key is None else _LAUNCHES.get(self, {}).get(key)
         if hit is not None and self._mem_cache.get(hit[0]) is hit[1]:
             from flydsl.compiler.jit_function import _build_call_state
@@ -353,99 +412,6 @@ def _cached_launch(orig):
         return result
 
     return compile_or_execute
-
-
-def _specialization(jf, args, kwargs, cfg):
-    """(key, bound and resolved arguments) of a launch, or (None, None) when it cannot be
-    keyed without tracing (FlyDSL then traces as usual, and reports any bad argument).
-    The key holds what a trace reads: each runtime argument's FlyDSL cache signature (type,
-    dtype, static shape and strides), each Constexpr value, the compile hints, the FlyDSL
-    environment, ldssan's sentinel (mode, options, source digest) and the module globals
-    the launcher's code reaches (`_globals_key`)."""
-    from flydsl._mlir import ir
-    from flydsl.compiler.jit_argument import is_type_param_annotation
-    from flydsl.compiler.protocol import cache_signature
-    from flydsl.expr.typing import Constexpr
-    from flydsl.utils import env
-
-    if ir.Context.current is not None:
-        return None, None
-    jf._ensure_sig()
-    hints = jf._effective_compile_hints()
-    if jf._has_self_param or hints.get("ktrace", env.ktrace.enable) or env.debug.dump_ir or env.debug.dump_asm:
-        return None, None  # a bound instance's state, event tables and dumps belong to the trace
-    params = jf._sig.parameters
-    static = {n for n, p in params.items() if p.annotation is not p.empty
-              and (Constexpr.is_constexpr_annotation(p.annotation) or is_type_param_annotation(p.annotation))}
-    try:
-        bound = jf._sig.bind(*args, **kwargs)
-        bound.apply_defaults()
-        jf._resolve_arguments(bound.arguments)
-        parts = tuple((n, _static_key(v) if n in static else cache_signature(v)) for n, v in bound.arguments.items())
-        key = (parts, _static_key(hints), _env_key(), sentinel_fragment(cfg), _globals_key(jf.func))
-        hash(key)
-    except (TypeError, ValueError, _Unkeyable):
-        return None, None
-    return key, bound
-
-
-def _static_key(v):
-    """A hashable, type-tagged form of a plain value (1, 1.0 and True stay apart)."""
-    if isinstance(v, (tuple, list)):
-        return (type(v).__name__, tuple(_static_key(x) for x in v))
-    if isinstance(v, dict):
-        return ("dict", tuple(sorted(((repr(k), _static_key(x)) for k, x in v.items()))))
-    if isinstance(v, (_STATIC, type, enum.Enum)) or type(v).__module__ == "torch" and type(v).__name__ == "dtype":
-        return (type(v), v)
-    raise _Unkeyable(type(v).__name__)
-
-
-def _env_key() -> tuple:
-    """FlyDSL's environment (its options are FLYDSL_* and ARCH); ldssan's own run-time
-    options do not reach the build (the pass's are in the sentinel)."""
-    return tuple(sorted((k, v) for k, v in os.environ.items()
-                        if k.startswith("FLYDSL_") and not k.startswith("FLYDSL_LDSSAN") or k in ("ARCH", "COMPILE_ONLY")))
-
-
-def _globals_key(func) -> tuple:
-    """The module globals the launcher's code reads, followed through the functions,
-    kernels and launchers it calls: plain values by value, anything else by identity. So
-    re-binding a module constant or a kernel (a test's monkeypatch) is a new
-    specialization. Attributes of imported modules and objects are taken as fixed."""
-    out, seen, todo = [], set(), [func]
-    while todo:
-        fn = todo.pop()
-        if id(fn) in seen:
-            continue
-        seen.add(id(fn))
-        names, codes = [], [fn.__code__]
-        while codes:
-            code = codes.pop()
-            names.extend(code.co_names)
-            codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
-        cells = [c.cell_contents for c in fn.__closure__ or () if _cell_full(c)]
-        for value in [fn.__globals__[n] for n in names if n in fn.__globals__] + cells:
-            if isinstance(value, types.ModuleType):
-                out.append(id(value))
-                continue
-            inner = getattr(value, "_func", None) or getattr(value, "func", None)
-            if isinstance(value, types.FunctionType):
-                todo.append(value)
-            elif isinstance(inner, types.FunctionType):  # a FlyDSL kernel or launcher
-                todo.append(inner)
-            try:
-                out.append(_static_key(value))
-            except _Unkeyable:
-                out.append(id(value))
-    return tuple(out)
-
-
-def _cell_full(cell) -> bool:
-    try:
-        cell.cell_contents
-    except ValueError:
-        return False
-    return True
 
 
 class EmuCallState:
@@ -477,10 +443,12 @@ class EmuCallState:
         sanitizer = None
         if "ldssan.sites" in view.attrs and cfg.sanitizer_factory is not None:
             sanitizer = cfg.sanitizer_factory(view.attrs["ldssan.sites"], entry, view)
+        elif cfg.sanitize and cfg.scope is not None:  # built plain: outside the scope
+            cfg.scope.skipped([(n, file_of(f.loc)) for n, f in view.functions.items() if f.is_kernel])
         launcher = Launcher(view, gmem, policy=cfg.policy, batch=cfg.batch, time_limit=cfg.time_limit,
                             step_budget=cfg.step_budget, ir_key=key, sanitizer=sanitizer, resident=cfg.resident)
         try:
-            launcher.run_host(entry, values)
+            memo.run_host(cfg.memo, launcher, entry, values, raws)
             cfg.launches.extend(launcher.records)
             if sanitizer is not None:
                 sanitizer.finish()

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ldssan.passes.ir.caches import register_cache
 from ldssan.passes.ir.irview import ModuleView, walk
 from ldssan.passes.ir.types import Type, byte_size
 
+from .errors import EmuLaunchError
 from .memory import EmuMemoryError, GlobalMemory
-
-
-class EmuLaunchError(ValueError):
-    """A launch argument the virtual gfx1250 cannot take (names the argument)."""
 
 
 def host_arguments(view: ModuleView, host: str, raws: list[bytes], names: list[str]) -> list:
@@ -140,4 +138,4 @@ def builds_global_pointers(view: ModuleView) -> bool:
     return got[1]
 
 
-_BUILDS_POINTERS: dict[int, tuple[ModuleView, bool]] = {}
+_BUILDS_POINTERS: dict[int, tuple[ModuleView, bool]] = register_cache({})

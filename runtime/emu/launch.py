@@ -20,7 +20,8 @@ from . import taint as _taint
 from .codegen import translate
 # EmuLaunchError, bind_pointers, host_arguments, batch_option: the launch API as frontend.py
 # and __init__.py import it from here
-from .hostargs import EmuLaunchError, bind_pointers, host_arguments  # noqa: F401
+from .errors import EmuLaunchError  # noqa: F401
+from .hostargs import bind_pointers, host_arguments  # noqa: F401
 from .limits import Limits
 from .memory import GlobalMemory
 from .plan import AUTO, Geometry, batch_option, plan_launch  # noqa: F401
@@ -117,8 +118,8 @@ arguments: torch tensors (default dynamic layout), from_torch_tensor / from_dlpa
   scalars of every width, constexprs, @fx.struct values
 barriers: gpu.barrier, s_barrier, split workgroup barrier (-1), cluster barrier (-3, in a
   cluster launch); refused: named (1..16) and trap barriers, cluster-barrier isfirst
-copies: TDM 2-D load/store (pad, out-of-bounds zero fill; workgroup mask 0 or the loading
-  workgroup's own bit; multicast to peers refused), async global<->LDS b8..b128
+copies: TDM 2-D load/store (pad, out-of-bounds zero fill; multicast into the cluster peers
+  the workgroup mask names, the issuer's bit included), async global<->LDS b8..b128
   (cluster.load.async.to.lds refused)
 anything else is an UnsupportedOp naming the op and its Python line: please report it"""
 

@@ -14,15 +14,14 @@ Strategies (`Strategy`):
 Cluster launches (`gpu.launch_func ... clusters in (cx, cy, cz)`, FlyDSL's
 `launch(cluster=...)`): the grid is tiled by clusters of cx*cy*cz workgroups (at most 16,
 the width of the multicast mask; every grid dim a multiple of its cluster dim: partial
-clusters are refused, their membership is not modeled). The workgroups of a cluster are
-always resident together, interleaved by the scheduler, so that cluster barriers
-(`s_barrier_signal/wait -3`) can complete; `resident=N` runs N // (cluster size) clusters at
-once (at least one), and batching is off for cluster launches. Each wave knows its cluster
-(`grid.place_in_cluster`): `cdim` (cluster dims), `cid` (cluster id in the grid = workgroup
-id // cdim), `cwg` (workgroup id within the cluster = workgroup id % cdim) and `cluster`
-(which cluster of the scheduler run, None outside a cluster launch). Outside a cluster
-launch a workgroup is its own cluster of one: cluster id = workgroup id, workgroup id
-within the cluster = 0.
+clusters are refused). A cluster's workgroups are always resident together, interleaved by
+the scheduler, so that cluster barriers (`s_barrier_signal/wait -3`) can complete and TDM
+multicast reaches their LDS (`multicast.bind`, in `runners.run_clusters`); `resident=N`
+runs N // (cluster size) clusters at once (at least one); no batching. Each wave knows its
+cluster (`grid.place_in_cluster`): `cdim` (cluster dims), `cid` (cluster id in the grid =
+workgroup id // cdim), `cwg` (workgroup id within the cluster = workgroup id % cdim),
+`cluster` (which cluster of the run, None outside one); outside a cluster launch a
+workgroup is its own cluster of one (`cwg` = 0).
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ from typing import Callable, NamedTuple
 from ldssan.passes.ir.irview import ModuleView
 from ldssan.passes.ir.types import byte_size
 
-from .hostargs import EmuLaunchError
+from .errors import EmuLaunchError
 from .sched import Policy
 from .wave import WAVE
 

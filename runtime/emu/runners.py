@@ -16,7 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from .hostargs import EmuLaunchError
+from .errors import EmuLaunchError
+from . import multicast
 from .codegen import Program, translate, translate_lockstep
 from .grid import chunks, cluster_groups, place_in_cluster, threads_of, workgroups
 from .limits import Limits
@@ -195,6 +196,8 @@ def _run_together(plan: LaunchPlan, geom: Geometry, run: LaunchRun, prog: Progra
             if plan.lockstep:
                 contexts.append(_lockstep_ctx(geom, run, waves, [group], lds, budget, batched=False, team=len(teams)))
             teams.append(Team(waves, [group], lds))
+        if geom.cluster is not None:  # TDM multicast writes the LDS of the cluster's workgroups
+            multicast.bind(teams[-len(members):], len(members))
     return _schedule(plan, geom, run, prog, teams, args, contexts or None, lanes=1)
 
 

@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ldssan.passes.ir.errors import LdssanError
+
 from .events import Barrier, Issue, Signal, Spin, Sync, Wait, WaitAsyncMark, WaitCount
 from .wave import NullHooks, StepBudgetExceeded, WaveCtx
 
@@ -46,7 +48,7 @@ ASYNC = ("late", "early", "random")
 CLUSTER_BARRIER = -3  # s_barrier_signal / s_barrier_wait id of the cluster user barrier
 
 
-class DeadlockError(RuntimeError):
+class DeadlockError(LdssanError, RuntimeError):
     pass
 
 
@@ -63,7 +65,7 @@ class BarrierDivergenceError(DeadlockError):
     partial exec mask (plain emulation; the sanitizer reports these as LDS020)."""
 
 
-class BatchDivergence(RuntimeError):
+class BatchDivergence(LdssanError, RuntimeError):
     """Batched workgroups took different paths at a barrier; rerun them one at a time."""
 
 

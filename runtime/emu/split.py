@@ -20,15 +20,14 @@ from typing import Callable
 
 import numpy as np
 
-from ldssan.passes.abi import HOOKS
-
 from .hooks import ShadowHooks
+from .interfaces import HOOK_METHODS, hook_method
 from .wave import workgroups_reached
 
 WAVE = 32
 LOG_LANES = 1 << 24  # lanes of logged events (per-lane arrays of 8 bytes: ~128 MiB at most)
 # the hook methods of `ShadowHooks` a batch forwards (every `__ldssan_*` hook of the ABI)
-METHODS = tuple(name.removeprefix("__ldssan_") for name in HOOKS)
+METHODS = HOOK_METHODS
 _INNER = {name: getattr(ShadowHooks, name) for name in METHODS}
 
 
@@ -169,8 +168,7 @@ def _forward(name: str):
             batch.divide()
         batch.to_groups(self.index, name, args)
 
-    call.__name__ = name
-    return call
+    return hook_method("BatchHooks", name, call)
 
 
 for _name in METHODS:

@@ -81,7 +81,7 @@ def test_emulated_runs_lockstep_per_wave_in_canonical_order():
     with hook.sanitize(device="emulated") as col:
         cfg = frontend.current()
         R.rmsnorm(*_inputs())
-    assert str(cfg.policy) == "canonical" and "device=" in cfg.pass_options
+    assert str(cfg.policy) == "canonical" and cfg.run.executor == "emulated"
     assert col.results and not col.violations
 
 
@@ -237,7 +237,7 @@ def test_hardware_launch_is_built_bound_launched_read_back_and_decoded(fake_gfx1
     with hook.sanitize(device="hardware") as col:
         cfg = frontend.current()
         mod.rmsnorm(*_inputs())
-    assert hw.HW_OPTION in cfg.pass_options and f"ctx={ring.addr:x}" in cfg.pass_options  # bound to the ring
+    assert cfg.run.device.hardware and cfg.run.device.ring_addr == ring.addr  # bound to the ring
     # untagged as emulator input, so FlyDSL's own call state (the HIP load) gets the build
     assert calls[0][0] == "load code object" and calls[0][1]
     assert calls[1:] == [("reset", 1, 4096), ("launch",), ("synchronize and read",)]

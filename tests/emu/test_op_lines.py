@@ -138,12 +138,12 @@ def test_builders_called_by_ldssans_own_pass_keep_the_location_they_run_under():
     # builds carry the instrumented op's line, not the pass's own Python line
     from flydsl.compiler.jit_function import _create_mlir_context
 
-    from ldssan.passes import locations
     from ldssan.passes.instrument import Instrumenter
+    from ldssan.runtime.emu import frontend
 
     from .test_ops import module
 
-    locations.install()
+    frontend.install_locations()
     text = module("""
       %base = llvm.mlir.addressof @lds : !llvm.ptr<3>
       %p = llvm.getelementptr %base[%t] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i32

@@ -17,6 +17,7 @@ from ldssan.runtime.emu import (
     EmulateRefused, EmuMemoryError, StepBudgetExceeded, UncoveredThreadLaunch, emulate, frontend, threads,
 )
 from ldssan.runtime.emu.frontend import EmuConfig
+from ldssan.runtime.emu.runconfig import DeviceLink, RunConfig
 from ldssan.runtime.shadow import ShadowEngine
 from ldssan.session import LdssanInternalError
 
@@ -65,10 +66,10 @@ def test_emulate_under_enable_is_checked(racy):
 
 
 def test_emulate_that_cannot_be_honoured_is_refused():
-    hw = EmuConfig(sanitize=True, pass_options="device=0,ctx=0,target=hw")
+    hw = EmuConfig(RunConfig(sanitize=True, device=DeviceLink("0", 0, hardware=True)))
     with frontend.active(hw), pytest.raises(EmulateRefused, match="FLYDSL_LDSSAN_DEVICE=hardware"):
         emulate("random(7)").__enter__()
-    dev = EmuConfig(sanitize=True, pass_options="device=0,ctx=0")
+    dev = EmuConfig(RunConfig(sanitize=True, device=DeviceLink("0", 0)))
     with frontend.active(dev), pytest.raises(EmulateRefused, match="per-wave policy"):
         emulate("lockstep").__enter__()
     with frontend.active(dev), emulate("canonical") as cfg:  # a per-wave policy is honoured

@@ -20,6 +20,7 @@ from .errors import EmuLaunchError
 from . import multicast
 from .codegen import Program, translate, translate_lockstep
 from .grid import chunks, cluster_groups, place_in_cluster, threads_of, workgroups
+from .interfaces import Sanitizer
 from .limits import Limits
 from .memory import GlobalMemory, LocalMemory
 from .plan import Geometry, LaunchPlan, Strategy
@@ -62,12 +63,12 @@ class LaunchRun:
     """One launch of kernel @`kernel` in progress. Its CPU-time limit starts when it is made
     and covers every run of the launch, translation included."""
 
-    def __init__(self, view, gmem: GlobalMemory, geom: Geometry, *, sanitizer, cache_key: str | None,
-                 limits: Limits):
+    def __init__(self, view, gmem: GlobalMemory, geom: Geometry, *, sanitizer: Sanitizer | None,
+                 cache_key: str | None, limits: Limits):
         self.view = view
         self.gmem = gmem
         self.kernel = geom.kernel
-        self.sanitizer = sanitizer  # object with .begin_batch(...) -> per-wave hooks, or None
+        self.sanitizer = sanitizer  # binds each team's waves to its checker (None: plain emulation)
         self.cache_key = cache_key  # no content hash -> no caching (a stale translation must never run)
         self.limits = limits
         seconds = limits.seconds(TIME_LIMIT, geom.n_threads * geom.n_groups)

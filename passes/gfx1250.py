@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .ir.types import parse_memref
 from .abi import ASYNC_WIDTH_BYTES, WAIT_ASYNCMARK, BarrierForm, CopyKind, Counter, DsKind
 
 
@@ -21,6 +22,15 @@ class Operand:
 @dataclass(frozen=True)
 class Const:
     value: int
+
+
+@dataclass(frozen=True)
+class MemrefAddress:
+    """The LDS address of a memref access, as an `!llvm.ptr<3>` the pass computes: element
+    (operands[first_index:]) of the memref at operands[memref]."""
+
+    memref: int
+    first_index: int
 
 
 @dataclass(frozen=True)
@@ -83,6 +93,12 @@ BARRIERS = {
     "rocdl.s.barrier.wait": (None, BarrierForm.WAIT),
 }
 
+# Loads and stores through memrefs (FlyDSL's legacy SmemAllocator): (kind, memref operand).
+MEMREF_ACCESS = {"memref.load": (DsKind.READ, 0), "vector.load": (DsKind.READ, 0),
+                 "memref.store": (DsKind.WRITE, 1), "vector.store": (DsKind.WRITE, 1)}
+# Ops that name or view workgroup memrefs without touching LDS memory.
+MEMREF_PLUMBING = frozenset({"memref.get_global", "memref.view", "memref.extract_aligned_pointer_as_index"})
+
 # LDS-touching ops the emulator and the engine do not model yet: refused, by name.
 REFUSED = frozenset({
     "rocdl.ds.atomic.barrier.arrive.rtn.b64", "rocdl.ds.atomic.async.barrier.arrive.b64",
@@ -98,9 +114,23 @@ def _is_lds_ptr(t: str) -> bool:
     return t.replace(" ", "") == "!llvm.ptr<3>"
 
 
+def is_lds_memref(t: str) -> bool:
+    mt = parse_memref(t)
+    # a workgroup memref the parser cannot describe still counts: the pass refuses it
+    return (mt is not None and mt.space == 3) or "#gpu.address_space<workgroup>" in t
+
+
 def classify(name: str, operand_types: list[str], *, value_bytes: int = 0, attrs: dict | None = None):
     """The `Event` for an op, `PLUMBING`, or None (not LDS related)."""
     attrs = attrs or {}
+    if name in MEMREF_ACCESS:
+        kind, m = MEMREF_ACCESS[name]
+        if not is_lds_memref(operand_types[m]):
+            return None
+        return Event(_DS_KIND_NAME[kind], (HookCall("__ldssan_ds", "before", (
+            MemrefAddress(m, m + 1), Const(value_bytes), Const(int(kind)))),), value_bytes)
+    if name in MEMREF_PLUMBING:
+        return PLUMBING
     if name in _LDS_ACCESS:
         ptr = _PTR_OPERAND[name]
         if not _is_lds_ptr(operand_types[ptr]):

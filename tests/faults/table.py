@@ -259,7 +259,8 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
      "SmemAllocator's `memref.get_global`) that ldssan refuses or reports",
      "the refusal or report names the op's own Python line (before: the kernel's `def` line); "
      "`arith.ceildivui`, `subui_extended`, `flush_denormals` and `convertf` run (a signed ceildiv at INT_MIN "
-     "no longer overflows), `memref.get_global` and the scaled float casts are refused with the reason",
+     "no longer overflows), the scaled float casts and a mutable global-memory `memref.global` are refused "
+     "with the reason",
      ("tests/emu/test_op_lines.py::test_a_refusal_names_the_ops_own_line_not_the_def_line",
       "tests/emu/test_op_lines.py::test_the_raw_builders_op_carries_its_line_into_the_ir",
       "tests/emu/conformance/test_arith_ops.py::test_integer_op_matches_its_definition")),
@@ -341,6 +342,15 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
      "per-test entry has `calls` and `not_checked: true`, and `--ldssan-require-launch` fails the test",
      ("tests/sanitizer/test_launch_forms_plugin.py::test_called_not_checked_is_listed_and_fails_under_require_launch",
       "tests/sanitizer/test_launch_forms.py::test_launch_requests_are_counted_once_each")),
+    ("a kernel uses FlyDSL's legacy `SmemAllocator` (`memref.global` in workgroup memory, `memref.get_global`, "
+     "`memref.view`, `memref.load/store`, `vector.load/store` on the memref, a TDM descriptor from its aligned "
+     "pointer) or a constant `memref.global` with a `dense<>` initial value",
+     "it runs: the buffer is laid out in LDS with the module's other LDS globals, accesses use MLIR's lowered "
+     "layout, a constant global reads its initial value (read-only); the sanitizer checks each memref LDS "
+     "access as a ds read/write at its own line, with the buffer named (before: `memref.get_global` refused)",
+     ("tests/emu/conformance/test_memref_global.py::test_lds_and_constant_memref_globals_read_and_write_as_defined",
+      "tests/emu/conformance/test_memref_global.py::test_the_sanitizer_sees_memref_lds_accesses_at_their_lines",
+      "tests/emu/test_op_lines.py::test_the_legacy_smem_allocator_runs_and_is_checked")),
 ]
 
 

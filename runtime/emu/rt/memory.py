@@ -136,3 +136,43 @@ def buffer_store(ctx, data, rsrc, voffset, soffset, mask):
         ctx.gmem.write(addr, rows)
     elif inb.any():
         ctx.gmem.write(addr[inb], rows[inb])
+
+
+# the arrays behind constant memref.globals, kept alive for the process (their addresses are
+# what kernels load through), one per (name, initial value, element type)
+_CONSTANTS: dict[tuple[str, str, str], np.ndarray] = {}
+
+
+def constant_global(ctx, name: str, initial: str, dtype: np.dtype, count: int) -> np.int64:
+    """The address of a constant `memref.global`'s data, registered read-only in the launch's
+    global memory: `count` elements of `dtype` from its `dense<...>` initial value (a splat
+    fills them all)."""
+    key = (name, initial, dtype.str)
+    arr = _CONSTANTS.get(key)
+    if arr is None:
+        arr = _dense_elements(initial, dtype, count)
+        arr.flags.writeable = False
+        _CONSTANTS[key] = arr
+    addr = arr.ctypes.data
+    if ctx.gmem.find(addr, arr.nbytes) is None:
+        ctx.gmem.add(addr, arr.nbytes, f"constant memref.global @{name}")
+        ctx.gmem.find(addr).view.flags.writeable = False  # a store to it fails, naming the op
+    return np.int64(addr)
+
+
+def _dense_elements(text: str, dtype: np.dtype, count: int) -> np.ndarray:
+    body = text[text.index("<") + 1: text.rindex(">", 0, text.rindex(":"))].strip()
+    if body.startswith('"0x'):
+        arr = np.frombuffer(bytes.fromhex(body[3:-1]), dtype=dtype).copy()
+    else:
+        words = body.replace("[", " ").replace("]", " ").replace(",", " ").split()
+        if dtype == np.bool_:
+            arr = np.array([w == "true" for w in words], dtype=dtype)
+        else:
+            conv = float if dtype.kind in "fV" else int
+            arr = np.array([conv(w) for w in words], dtype=np.float64 if dtype.kind in "fV" else None).astype(dtype)
+    if arr.size == 1:
+        arr = np.full(count, arr[0], dtype=dtype)
+    if arr.size != count:
+        raise ValueError(f"the initial value of memref.global has {arr.size} elements, its type {count}")
+    return arr

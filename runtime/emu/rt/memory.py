@@ -3,6 +3,8 @@ and buffer resources. Masked lanes never touch memory."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ..memory import EmuMemoryError
@@ -23,8 +25,7 @@ def lds_load(ctx, addr, dtype, count, mask):
     ok &= mask
     raw = arr[idx]
     if not ok.all():
-        if not ctx.lds_oob_ok:
-            check_lds_range(ctx, addr, nb, mask)
+        out_of_range(ctx, addr, nb, mask)
         raw[~ok] = 0
     return raw.view(dtype).reshape(L, count)
 
@@ -53,8 +54,7 @@ def lds_store(ctx, addr, data, mask, *, queued: bool = True):
         raw = raw.view(np.uint32)
     ok &= mask
     if not ok.all():
-        if not ctx.lds_oob_ok:
-            check_lds_range(ctx, addr, raw.shape[1] * raw.itemsize, mask)
+        out_of_range(ctx, addr, raw.shape[1] * raw.itemsize, mask)
         idx, raw = idx[ok], raw[ok]
     if queued and ctx.ds_queue is not None:
         ctx.ds_queue.append((arr, idx, raw))  # lands at the wave's next dscnt wait / fence / barrier
@@ -62,14 +62,25 @@ def lds_store(ctx, addr, data, mask, *, queued: bool = True):
         arr[idx] = raw
 
 
-def check_lds_range(ctx, addr, nbytes, mask):
-    """Raise for the first active lane whose access leaves the workgroup's LDS."""
+class LdsOutOfRange(UserWarning):
+    """A plain (unsanitized) run made a ds access outside the workgroup's LDS allocation."""
+
+
+def out_of_range(ctx, addr, nbytes, mask) -> None:
+    """Active lanes of a ds access left the workgroup's LDS: as on the hardware, their reads
+    return 0 and their writes are dropped (the callers do that; docs/memory-model.md). A
+    sanitized run reports each as LDS031 with its line; a plain run warns once per launch."""
+    if ctx.lds_oob_ok or ctx.lds.oob_warned:
+        return
     bad = mask & ((addr < 0) | (addr + nbytes > ctx.lds.lds_bytes))
     if bad.any():
+        ctx.lds.oob_warned = True
         lane = int(np.argmax(bad))
-        raise EmuMemoryError(
-            f"LDS access of {nbytes} bytes at offset {int(addr[lane])} (lane {lane % 32}) is outside "
-            f"the workgroup's {ctx.lds.lds_bytes} bytes of LDS")
+        warnings.warn(LdsOutOfRange(
+            f"ldssan-emu: an LDS access of {nbytes} bytes at offset {int(addr[lane])} (lane {lane % 32}) is "
+            f"outside the workgroup's {ctx.lds.lds_bytes} bytes of LDS: it read 0 / was dropped, as on "
+            "gfx1250 (further ones in this launch are not repeated); ldssan.sanitize() reports each as "
+            "LDS031 with its line"), stacklevel=2)
 
 
 def global_load(ctx, addr, dtype, count, mask):

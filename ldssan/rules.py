@@ -71,6 +71,8 @@ def rule_name(rule: Rule) -> str:
             return "war-reuse"
         case Rule.WAW:
             return "waw"
+        case Rule.WAW_SAME_VALUE:
+            return "waw-same-value"
         case Rule.DMA_READ_BEFORE_WAIT:
             return "dma-read-before-wait"
         case Rule.WAIT_TOO_WEAK:
@@ -169,6 +171,25 @@ def _entry(rule: Rule) -> RuleInfo:
                     f"combine values."
                 ),
                 default_cause="no barrier phase orders the two writes",
+            )
+        case Rule.WAW_SAME_VALUE:
+            return RuleInfo(
+                rule, code, name,
+                title="two waves write identical bytes to the same LDS location with no ordering (warning)",
+                explanation=(
+                    "As LDS003, two waves wrote the same bytes with no published barrier phase "
+                    "between the writes, but both stored identical bytes there (masked-off lanes "
+                    "storing one sentinel into one slot, say). Every order of the two stores "
+                    "leaves the same value, so by the memory model the pair is benign and ldssan "
+                    "reports it as a warning that never fails a launch. A read that races either "
+                    "write is still reported on its own (LDS001/LDS002). Only the virtual "
+                    "gfx1250 knows the stored values; on the device runtime the pair is LDS003."
+                ),
+                fix=(
+                    "Nothing is required. To silence it, let one wave (or one lane) store the "
+                    f"value, or order the stores with {_BARRIER}."
+                ),
+                default_cause="no barrier phase orders the two writes (both stored the same bytes)",
             )
         case Rule.DMA_READ_BEFORE_WAIT:
             return RuleInfo(
@@ -571,7 +592,7 @@ def other_access_label(rule: Rule | int) -> str:
     except ValueError:
         return "Other"
     match rule:
-        case Rule.RAW_UNPUBLISHED | Rule.WAR_REUSE | Rule.WAW:
+        case Rule.RAW_UNPUBLISHED | Rule.WAR_REUSE | Rule.WAW | Rule.WAW_SAME_VALUE:
             return "Previous"
         case Rule.DMA_READ_BEFORE_WAIT | Rule.WAIT_TOO_WEAK | Rule.DMA_OVERLAP:
             return "In-flight"

@@ -28,7 +28,8 @@ from .wave import workgroups_reached
 WAVE = 32
 LOG_LANES = 1 << 24  # lanes of logged events (per-lane arrays of 8 bytes: ~128 MiB at most)
 # the hook methods of `ShadowHooks` a batch forwards (every `__ldssan_*` hook of the ABI)
-METHODS = tuple(name.removeprefix("__ldssan_") for name in HOOKS)
+# (and `stored`, which only the emulator calls: the bytes of a store, hooks.py)
+METHODS = tuple(name.removeprefix("__ldssan_") for name in HOOKS) + ("stored",)
 _INNER = {name: getattr(ShadowHooks, name) for name in METHODS}
 
 

@@ -42,6 +42,7 @@ from .kinds import N_COUNTERS, AccessKind, CopyKind, Counter
 from .lds import LdsShadow
 from .ordering import Ordering
 from .phases import Phases
+from .values import StoredValues
 from .waves import WaveState
 
 __all__ = ["ShadowEngine", "AccessKind", "CopyKind", "Counter"]
@@ -90,6 +91,7 @@ class ShadowEngine(Intake, Phases, Ordering, Applier):
         self._seg_recs: set = set()
         self._seg_now = -1
         self._barrier_pairs: set = set()
+        self._values = StoredValues()  # what ds stores wrote, when the executor says (LDS004)
         self._finished = False
 
     def finish(self) -> None:

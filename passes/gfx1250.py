@@ -8,6 +8,7 @@ file does not list is, if it touches an LDS pointer, a fail-closed error in the 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .ir.types import parse_memref
@@ -99,6 +100,31 @@ MEMREF_ACCESS = {"memref.load": (DsKind.READ, 0), "vector.load": (DsKind.READ, 0
 # Ops that name or view workgroup memrefs without touching LDS memory.
 MEMREF_PLUMBING = frozenset({"memref.get_global", "memref.view", "memref.extract_aligned_pointer_as_index"})
 
+# Inline-asm waits real gfx1250 kernels write (ROCm/aiter's FlyDSL fmha), as the rocdl wait
+# ops they equal: `s_wait_dscnt N`, and `s_wait_idle` (every counter of the wave at zero).
+INLINE_ASM_WAITS = (r"s_wait_dscnt\s+(?:0x[0-9a-fA-F]+|\d+)", r"s_wait_idle")
+_IDLE = ("rocdl.s.wait.dscnt", "rocdl.s.wait.loadcnt", "rocdl.s.wait.storecnt", "rocdl.s.wait.asynccnt",
+         "rocdl.s.wait.tensorcnt")
+# Words of asm text that may touch LDS or its synchronisation: such asm outside the table is
+# refused by the pass (fail closed), not run unseen.
+ASM_SYNC_WORDS = ("ds_", "lds", "s_barrier", "s_wait", "tensor_", "async", "s_setreg", "s_sleep_var")
+
+
+def inline_asm_waits(text: str) -> list[tuple[str, int]] | None:
+    """The (rocdl wait op, count) pairs an inline-asm text equals, or None."""
+    text = text.strip()
+    m = re.fullmatch(r"s_wait_dscnt\s+(0x[0-9a-fA-F]+|\d+)", text)
+    if m:
+        return [("rocdl.s.wait.dscnt", int(m.group(1), 0))]
+    if text == "s_wait_idle":
+        return [(name, 0) for name in _IDLE]
+    return None
+
+
+def asm_may_sync(text: str) -> bool:
+    return any(w in text.lower() for w in ASM_SYNC_WORDS)
+
+
 # LDS-touching ops the emulator and the engine do not model yet: refused, by name.
 REFUSED = frozenset({
     "rocdl.ds.atomic.barrier.arrive.rtn.b64", "rocdl.ds.atomic.async.barrier.arrive.b64",
@@ -131,6 +157,12 @@ def classify(name: str, operand_types: list[str], *, value_bytes: int = 0, attrs
             MemrefAddress(m, m + 1), Const(value_bytes), Const(int(kind)))),), value_bytes)
     if name in MEMREF_PLUMBING:
         return PLUMBING
+    if name == "llvm.inline_asm":
+        waits = inline_asm_waits(attrs.get("asm", ""))
+        if waits is None:
+            return None
+        return Event("wait", tuple(HookCall("__ldssan_wait", "after", (Const(int(WAITS[w])), Const(n)))
+                                   for w, n in waits))
     if name in _LDS_ACCESS:
         ptr = _PTR_OPERAND[name]
         if not _is_lds_ptr(operand_types[ptr]):

@@ -14,7 +14,8 @@ import json
 from collections import Counter
 
 from .abi import HOOKS, ORDERINGS, scope_id
-from .gfx1250 import PLUMBING, Const, Event, MemrefAddress, Operand, classify, is_lds_memref, refused
+from .gfx1250 import (PLUMBING, Const, Event, MemrefAddress, Operand, asm_may_sync, classify, is_lds_memref,
+                      refused)
 from .ir.types import parse_memref
 from .lint import lint_function
 from .sites import site_entry, user_frames
@@ -61,6 +62,8 @@ def _fence_attrs(op) -> dict:
 def _attrs(op, name: str) -> dict:
     if name == "llvm.fence":
         return _fence_attrs(op)
+    if name == "llvm.inline_asm":
+        return {"asm": op.attributes["asm_string"].value}
     out = {}
     for key in ("count", "id"):
         if key in op.attributes:
@@ -178,6 +181,10 @@ class Instrumenter:
         event = classify(name, [str(v.type) for v in op.operands], value_bytes=_value_bytes(op, name),
                          attrs=_attrs(op, name))
         if event is None:
+            if name == "llvm.inline_asm" and asm_may_sync(op.attributes["asm_string"].value):
+                text = op.attributes["asm_string"].value.strip().splitlines()
+                raise self._error(op, f"(asm \"{text[0] if text else ''}\") may touch LDS or its "
+                                      "synchronisation and is not in ldssan's inline-asm table")
             if _touches_lds(op):
                 raise self._error(op, "touches LDS through a path the ldssan pass does not understand")
             return

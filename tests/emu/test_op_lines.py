@@ -189,3 +189,32 @@ def test_builders_called_by_ldssans_own_pass_keep_the_location_they_run_under():
     hook_lines = [ln for ln in printed.splitlines() if "@__ldssan_ds" in ln and "llvm.call" in ln]
     assert hook_lines, printed
     assert "instrument.py" not in printed and "locations.py" not in printed
+
+
+def _asm_kernel(text: str):
+    from flydsl._mlir.dialects import llvm as raw_llvm
+
+    @flyc.kernel
+    def asm_kernel(Out: fx.Tensor):
+        tid = fx.thread_idx.x
+        i32 = ir.IntegerType.get_signless(32)
+        v = raw_llvm.inline_asm(i32, [fx.Int32(tid).ir_value()], text, "=s,s,~{scc}", has_side_effects=True)  # <asm>
+        Out[tid] = fx.Int32(v)
+
+    @flyc.jit
+    def launch(Out: fx.Tensor, stream: fx.Stream = fx.Stream(None)):
+        asm_kernel(Out).launch(grid=(1, 1, 1), block=(THREADS, 1, 1), stream=stream)
+
+    return launch
+
+
+def test_inline_asm_from_the_table_runs_and_others_are_refused_at_their_own_line():
+    out = torch.zeros(THREADS, dtype=torch.int32)
+    with emulate():
+        _asm_kernel("s_and_b32 $0, $1, 1")(out)
+    np.testing.assert_array_equal(out.numpy(), np.arange(THREADS) & 1)
+    with pytest.raises(UnsupportedOp) as info, emulate():
+        _asm_kernel("s_or_b32 $0, $1, 1")(out)
+    path = inspect.getsourcefile(_asm_kernel)
+    assert 'llvm.inline_asm "s_or_b32 $0, $1, 1"' in str(info.value)
+    assert f"{path}:{_line(_asm_kernel, '<asm>')}:" in str(info.value), str(info.value)

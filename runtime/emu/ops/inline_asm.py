@@ -29,6 +29,8 @@ from . import emits
 from .rocdl import _COUNTERS
 
 ASM: list[tuple[re.Pattern, tuple[str, ...], Callable]] = []  # (text, constraint forms, emitter)
+SUPPORTED = ('"s_and_b32 $0, $1, IMM" =s,s[,~{scc}]; "" =s,s or =v,v; "s_nop N"; "s_wait_dscnt N"; '
+             '"s_wait_idle"')
 
 
 def asm(pattern: str, *constraints: str):
@@ -50,7 +52,7 @@ def inline_asm(t, op: Op) -> None:
             return
     raise UnsupportedOp(named(text), op.loc,
                         f"inline assembly with constraints {constraints!r} is not in the virtual gfx1250's "
-                        "table (`ldssan env` lists it); its effect on registers, LDS and counters is unknown")
+                        f"table ({SUPPORTED}); its effect on registers, LDS and counters is unknown")
 
 
 def named(text: str) -> str:

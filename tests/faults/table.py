@@ -351,6 +351,27 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
      ("tests/emu/conformance/test_memref_global.py::test_lds_and_constant_memref_globals_read_and_write_as_defined",
       "tests/emu/conformance/test_memref_global.py::test_the_sanitizer_sees_memref_lds_accesses_at_their_lines",
       "tests/emu/test_op_lines.py::test_the_legacy_smem_allocator_runs_and_is_checked")),
+    ("a plain (unsanitized) run makes a ds access outside the workgroup's LDS allocation (FlyDSL's moe_sorting "
+     "oneshot kernel at 7 tokens)",
+     "what the hardware does: the read returns 0, the write is dropped, an atomic changes nothing and returns 0 "
+     "(never another workgroup's or offset's bytes), with one `LdsOutOfRange` warning per launch; a sanitized run "
+     "reports each as LDS031 at its line (before: `EmuMemoryError` stopped the plain run)",
+     ("tests/emu/conformance/test_lds_out_of_range.py::test_out_of_range_reads_return_0_and_writes_are_dropped",
+      "tests/emu/conformance/test_lds_out_of_range.py::"
+      "test_the_sanitizer_reports_each_out_of_range_access_as_lds031_at_its_line")),
+    ("two waves store identical bytes into one LDS slot with no ordering (masked-off lanes parking a sentinel)",
+     "LDS004 waw-same-value, a warning: listed and counted in the pytest summary, the launch stays clean; stores "
+     "of different bytes stay LDS003 and a read racing the slot stays LDS001 (the device runtime, which sees no "
+     "stored values, reports LDS003)",
+     ("tests/emu/conformance/test_same_value_writes.py::test_unordered_stores_of_identical_bytes_are_a_warning",
+      "tests/emu/conformance/test_same_value_writes.py::test_a_read_racing_a_same_value_slot_is_still_an_error")),
+    ("a kernel uses `llvm.inline_asm`",
+     "the strings real gfx1250 kernels use run (`s_and_b32` with an immediate, the empty asm, `s_nop`) and "
+     "`s_wait_dscnt N` / `s_wait_idle` are instrumented as the waits they are; any other text is `UnsupportedOp` "
+     "naming the asm text at its own line, and the pass refuses unknown asm that may touch LDS",
+     ("tests/emu/conformance/test_inline_asm.py::test_asm_waits_complete_the_stores_they_cover",
+      "tests/emu/conformance/test_inline_asm.py::test_other_asm_is_refused_naming_its_text_and_line",
+      "tests/emu/test_op_lines.py::test_inline_asm_from_the_table_runs_and_others_are_refused_at_their_own_line")),
 ]
 
 

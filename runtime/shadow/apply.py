@@ -247,7 +247,7 @@ class Applier:
                     pairs.append((war, raw))
                 continue
             v = classify(p, cur, snap, self._waves)
-            if v.rule == Rule.WAW and self._values.same(prior, eid, int(g[i]), self.lds_bytes):
+            if v.rule == Rule.WAW and self._values.same(prior, eid, int(g[i])):
                 v = v._replace(rule=Rule.WAW_SAME_VALUE)  # benign: every order stores these bytes
             if v.flip:
                 mine, theirs = theirs, mine

@@ -174,21 +174,15 @@ def _entry(rule: Rule) -> RuleInfo:
             )
         case Rule.WAW_SAME_VALUE:
             return RuleInfo(
-                rule, code, name,
-                title="two waves write identical bytes to the same LDS location with no ordering (warning)",
+                rule, code, name, title="two waves store identical bytes to one LDS location, unordered (warning)",
                 explanation=(
-                    "As LDS003, two waves wrote the same bytes with no published barrier phase "
-                    "between the writes, but both stored identical bytes there (masked-off lanes "
-                    "storing one sentinel into one slot, say). Every order of the two stores "
-                    "leaves the same value, so by the memory model the pair is benign and ldssan "
-                    "reports it as a warning that never fails a launch. A read that races either "
-                    "write is still reported on its own (LDS001/LDS002). Only the virtual "
-                    "gfx1250 knows the stored values; on the device runtime the pair is LDS003."
-                ),
-                fix=(
-                    "Nothing is required. To silence it, let one wave (or one lane) store the "
-                    f"value, or order the stores with {_BARRIER}."
-                ),
+                    "As LDS003, but both stores wrote identical bytes wherever both wrote (masked-off lanes "
+                    "parking one sentinel in one slot, say): every order leaves the same value, so the pair is "
+                    "benign by the memory model and never fails a launch. A read racing either store is still "
+                    "reported (LDS001/LDS002). Only the virtual gfx1250 sees stored values; the device runtime "
+                    "reports such a pair as LDS003."),
+                fix=f"Nothing is required; to silence it, let one wave store the value or order the stores with "
+                    f"{_BARRIER}.",
                 default_cause="no barrier phase orders the two writes (both stored the same bytes)",
             )
         case Rule.DMA_READ_BEFORE_WAIT:

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ldssan.passes.ir.types import byte_size
-from .ops import memref as memref_ops
 
 MAX_BITS = 64  # races beyond the 64th share the last bit (`TaintState.bit_of`)
 
@@ -119,25 +118,15 @@ CROSS_LANE = frozenset({
 })
 
 
+MEMREF_ACCESSES = frozenset({"memref.load", "vector.load", "memref.store", "vector.store"})
+
+
 def _space(t) -> int:
     return t.width if t.kind == "ptr" else -1
 
 
 def _or(t, vids) -> str:
     return " | ".join(f"Tv{v}" for v in vids) or "0"
-
-
-def _memref_access(t, op, kn: str) -> None:
-    space, addr, addr_lanes = memref_ops.access(t, op)
-    if op.name in memref_ops.LOADS:
-        nb = byte_size(op.result_types[0])
-        load = f"R.t_lds_load(ctx, {kn}, {addr}, {nb}, {t.mask})" if space == 3 else \
-            f"R.t_global_load(ctx, {addr_lanes}, {nb}, {t.mask})"
-        t.out(f"Tv{op.results[0]} = {load}")
-    else:
-        val, nb = op.operands[0], byte_size(op.operand_types[0])
-        t.out(f"R.t_lds_store(ctx, {kn}, {addr}, {nb}, Tv{val}, {t.mask})" if space == 3 else
-              f"R.t_global_store(ctx, {addr_lanes}, {nb}, Tv{val}, {t.mask})")
 
 
 def emit(t, op) -> None:
@@ -161,8 +150,8 @@ def emit(t, op) -> None:
             t.out(f"R.t_lds_store(ctx, {kn}, {t.v(ptr)}, {nb}, Tv{val}, {t.mask})")
         else:
             t.out(f"R.t_global_store(ctx, {t.lanes(ptr)}, {nb}, Tv{val}, {t.mask})")
-    elif name in memref_ops.LOADS + memref_ops.STORES:
-        _memref_access(t, op, kn)
+    elif name in MEMREF_ACCESSES:
+        pass  # ops/memref.py writes their taint lines with the address it computed
     elif name in ("llvm.atomicrmw", "llvm.cmpxchg"):
         ptr = op.operands[0]
         nb = byte_size(op.operand_types[-1])

@@ -63,7 +63,7 @@ STORES = ("memref.store", "vector.store")
 
 def access(t, op: Op) -> tuple[int, str, str]:
     """Write the address of a memref load/store: (address space, the address expression, the
-    same in per-lane shape). Also used by `ldssan rows`' taint lines (`taint.emit`)."""
+    same in per-lane shape)."""
     memref_at = 0 if op.name in LOADS else 1
     base, *indices = op.operands[memref_at:]
     mt = _memref(t, op, op.operand_types[memref_at])
@@ -79,12 +79,20 @@ def access(t, op: Op) -> tuple[int, str, str]:
 def load(t, op: Op) -> None:
     space, addr, addr_lanes = access(t, op)
     emit_load(t, op.results[0], op.result_types[0], space, addr, addr_lanes)
+    if t.taint:  # `ldssan rows` (taint.py, which leaves memref accesses to this module)
+        kn, nb = repr(t.fn.name), byte_size(op.result_types[0])
+        t.out(f"Tv{op.results[0]} = " + (f"R.t_lds_load(ctx, {kn}, {addr}, {nb}, {t.mask})" if space == 3 else
+                                         f"R.t_global_load(ctx, {addr_lanes}, {nb}, {t.mask})"))
 
 
 @emits(*STORES)
 def store(t, op: Op) -> None:
-    space, addr, _ = access(t, op)
+    space, addr, addr_lanes = access(t, op)
     emit_store(t, op.operands[0], space, addr)
+    if t.taint:
+        val, kn, nb = op.operands[0], repr(t.fn.name), byte_size(op.operand_types[0])
+        t.out(f"R.t_lds_store(ctx, {kn}, {addr}, {nb}, Tv{val}, {t.mask})" if space == 3 else
+              f"R.t_global_store(ctx, {addr_lanes}, {nb}, Tv{val}, {t.mask})")
 
 
 @emits("memref.view")

@@ -141,6 +141,8 @@ def _is_lds_ptr(t: str) -> bool:
 
 
 def is_lds_memref(t: str) -> bool:
+    if not t.startswith("memref<"):
+        return False
     mt = parse_memref(t)
     # a workgroup memref the parser cannot describe still counts: the pass refuses it
     return (mt is not None and mt.space == 3) or "#gpu.address_space<workgroup>" in t

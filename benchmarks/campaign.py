@@ -8,7 +8,7 @@
     python benchmarks/campaign.py --coop                  # FlyDSL's coop primitives (ldssan.mutate.coop)
     python benchmarks/campaign.py --all                   # the bundled kernels and the coop primitives
     python benchmarks/campaign.py --all --cluster local:2 --full-json --markdown benchmarks/campaign-all.md \
-        > benchmarks/campaign-all.json                    # the README figures (--table benchmarks/campaign-all.json)
+        > benchmarks/campaign-all.json                    # the figures of docs/campaigns.md (--table benchmarks/campaign-all.json)
 
 The same as `ldssan mutate <each bundled kernel> -j 2 -k 8 --json - --markdown ...`: each
 kernel's clean baseline is gated first, then every mutant runs once under the sanitizer
@@ -52,7 +52,7 @@ def main() -> int:
     ap.add_argument("--all", action="store_true", help="the bundled kernels, then the coop primitives")
     ap.add_argument("--table", nargs="+", metavar="JSON", default=None,
                     help="print the summary table of these --full-json outputs (kernels in order, one 'all' row) "
-                         "and stop: how the README table is regenerated")
+                         "and stop: how the table of docs/campaigns.md is regenerated")
     args = ap.parse_args()
     if args.table:
         print(_table(args.table))

@@ -74,14 +74,16 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _user_errors() -> tuple[type[BaseException], ...]:
-    """Errors that mean "your input is wrong", shown as one line; anything else is a bug in
-    ldssan and keeps its traceback."""
-    from .config import ConfigError
-    from .decode import RecordFormatError, SiteTableError
-    from .report import ReportFormatError
+def _exit_status(exc: BaseException) -> int | None:
+    """The exit status of an error by its base class (`passes/ir/errors.py`): the user's input
+    is wrong (`UsageError`, or a path the OS refused) -> one line and status 2; None for
+    anything else, which is a bug in ldssan or the kernel's failure and keeps its traceback."""
+    from .passes.ir.errors import UsageError
 
-    return ConfigError, RecordFormatError, SiteTableError, ReportFormatError, OSError
+    for base, status in ((UsageError, 2), (OSError, 2)):
+        if isinstance(exc, base):
+            return status
+    return None
 
 
 def _quiet_broken_pipe() -> int:
@@ -122,7 +124,6 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # the command as given (a rerun hint)
-    errors = _user_errors()
     try:
         if args.command != "env":  # `ldssan env` is where a user looks up the accepted values
             from .config import validate
@@ -131,12 +132,15 @@ def _main(argv: list[str] | None) -> int:
         return args.fn(args)
     except BrokenPipeError:
         raise  # not the user's error: main() ends quietly
-    except errors as exc:
+    except Exception as exc:
+        status = _exit_status(exc)
+        if status is None:
+            raise
         text = "; ".join(str(exc).split("\n"))
         if not text.startswith("ldssan"):
             text = f"ldssan {args.command}: error: {text}"
         print(text, file=sys.stderr)
-        return 2
+        return status
 
 
 if __name__ == "__main__":

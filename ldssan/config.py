@@ -119,10 +119,32 @@ def _step_budget(raw: str) -> "int | str":
     return "auto" if steps is None else steps
 
 
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def _bytes(raw: str) -> int:
+    """A byte count: 0, 1048576, 512M, 2G (binary units; K, M, G, with or without iB)."""
+    low = raw.strip().lower().removesuffix("ib").removesuffix("b")
+    unit = low[-1:] if low[-1:] in _UNITS else ""
+    try:
+        value = int(low[: len(low) - len(unit)]) * _UNITS[unit]
+    except ValueError:
+        raise ValueError("expected a byte count >= 0 (e.g. 0, 268435456, 512M, 2G)") from None
+    if value < 0:
+        raise ValueError("expected a byte count >= 0 (e.g. 0, 268435456, 512M, 2G)")
+    return value
+
+
 def _policy(raw: str) -> str:
     from ldssan.runtime.emu.sched import Policy
 
     return str(Policy.parse(raw))
+
+
+def _kernels(raw: str):
+    from ldssan.scope import parse
+
+    return parse(raw, f"{PREFIX}_KERNELS")
 
 
 OPTIONS = {
@@ -147,6 +169,10 @@ OPTIONS = {
                           "loop iterations one scheduler run (a batch of workgroups) may take before it stops "
                           "with StepBudgetExceeded: auto (50,000,000 per 1024 threads of the run) or a number",
                           _step_budget),
+    "memo": Option(f"{PREFIX}_MEMO", 256 << 20,  # runtime/emu/memo.py DEFAULT_BUDGET
+                   "bytes of post-states kept to replay a launch identical to an earlier one (same build, "
+                   "arguments, options and memory bytes; least recently used first out; docs/memo.md): "
+                   "a byte count such as 512M, or 0 (off)", _bytes),
     "coverage": Option(f"{PREFIX}_COVERAGE", False, "print each kernel's instrumented sites by kind", _bool),
     "max_reports": Option(f"{PREFIX}_MAX_REPORTS", 20, "violations printed in full per test", _positive),
     "lint": Option(f"{PREFIX}_LINT", "warn",
@@ -164,6 +190,13 @@ OPTIONS = {
                      "linked IR run on the virtual gfx1250, per-wave policy); hardware (the device runtime on "
                      "a gfx1250 HIP device, an error naming the reason when there is none)",
                      str.lower, DEVICE_CHOICES),
+    "kernels": Option(f"{PREFIX}_KERNELS", None,
+                      "check only these kernels: comma-separated shell patterns over kernel names, file:PATH "
+                      "or module:NAME, a leading - excludes; the others run plain, unchecked "
+                      "(docs/scope-and-suppressions.md)", _kernels),
+    "suppressions": Option(f"{PREFIX}_SUPPRESSIONS", "",
+                           "a file of RULE:PATTERN lines: reports they match fail no test and are marked "
+                           "suppressed (docs/scope-and-suppressions.md)", str),
     "keep_temp": Option(f"{PREFIX}_KEEP_TEMP", False,
                         "keep ldssan's temporary files (kernel variants, test caches) at exit, for debugging",
                         _bool),

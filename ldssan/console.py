@@ -38,6 +38,7 @@ from rich.text import Text
 
 from ldssan import rules
 from ldssan.decode import STATIC_RULES, Report, Site, Violation
+from ldssan.runtime.records import Rule
 
 __all__ = ["BANNER", "render", "render_text", "violation_lines", "summary_lines", "dropped_line"]
 
@@ -128,7 +129,10 @@ def _access_phrase(site: Site, v: Violation, wave: int | None, lane: int | None,
     if who and (wave is not None or len(waves) > 1):
         parts.append("by " + " ".join(who))
     if not static:
-        parts.append(f"({_actors('workgroup', v.workgroups, v.workgroup)})")
+        where = _actors('workgroup', v.workgroups, v.workgroup)
+        if other and v.rule == Rule.CLUSTER_COPY_UNORDERED:  # the copy's issuer is another workgroup
+            where = f"issued by a cluster peer of {where}"
+        parts.append(f"({where})")
     return " ".join(parts)
 
 

@@ -48,6 +48,7 @@ __all__ = [
     "LdsBuffer",
     "SiteTable",
     "Violation",
+    "Suppression",
     "KernelInfo",
     "Report",
     "decode",
@@ -59,6 +60,19 @@ __all__ = [
 ]
 
 # -- violations ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Suppression:
+    """Why a violation fails no test (`ldssan.suppress`): a suppressions-file entry
+    (kind "external") or an `# ldssan: ignore` comment on one of its lines ("inSource")."""
+
+    kind: str  # "external" | "inSource" (SARIF's suppression kinds)
+    where: str  # FILE:LINE of the entry or of the comment
+    text: str  # the entry or the comment, as written
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "where": self.where, "text": self.text}
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +111,7 @@ class Violation:
     build: str = ""  # the kernel build's site-table digest (`SiteTable.build`)
     # "error" fails a test; "warning" (fence-pairing lint under FLYDSL_LDSSAN_LINT=warn) is shown only
     severity: str = "error"
+    suppression: Suppression | None = None  # set: reported, marked, and fails nothing
 
     @property
     def info(self) -> rules.RuleInfo:
@@ -163,8 +178,9 @@ class Report:
     @property
     def clean(self) -> bool:
         """No violation and nothing dropped (a dropped record is an unseen violation);
-        warnings do not count."""
-        return self.dropped == 0 and all(v.severity == "warning" for v in self.violations)
+        warnings and suppressed violations do not count."""
+        return self.dropped == 0 and all(v.severity == "warning" or v.suppression is not None
+                                         for v in self.violations)
 
     @property
     def rules(self) -> tuple[str, ...]:

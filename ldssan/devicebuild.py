@@ -14,6 +14,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ldssan.passes.ir.errors import UsageError
 from .isa.capture import EM_AMDGPU, Build, capture_builds, elf_machine
 from .isa.run import IsaTargetError
 
@@ -26,7 +27,7 @@ UNBOUND_NOTE = ("the record buffer is not bound in these code objects: the hooks
                 "ldssan.runtime.device.hardware.bind_module_global before launching")
 
 
-class DeviceBuildError(ValueError):
+class DeviceBuildError(UsageError, ValueError):
     """The plain and device builds of FUNC do not pair up (see the message)."""
 
 

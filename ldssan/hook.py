@@ -25,10 +25,11 @@ from ldssan.runtime.emu import frontend
 from ldssan.runtime.emu.frontend import EmuConfig
 from ldssan.runtime.emu.limits import Limits
 from ldssan.runtime.emu.launch import batch_option
+from ldssan.runtime.emu.memo import Memo
 from ldssan.runtime.emu.sched import Policy
 from ldssan.runtime.session import ShadowSession
 
-from . import config
+from . import config, scope
 from .session import LaunchFault, LaunchResult, decode_outcome, launch_fault
 
 
@@ -104,10 +105,12 @@ def engine_for(choice: str) -> str:
 _hardware: list = []  # the HardwareLaunches installed by enable() (FLYDSL_LDSSAN_DEVICE=hardware)
 
 
-def _make_config(policy, ring: int, batch: int, resident: int = 1, engine: str = "python", limits=None):
+def _make_config(policy, ring: int, batch: int, resident: int = 1, engine: str = "python", limits=None,
+                 memo: int | None = None, kernels=None):
     """The EmuConfig of a sanitized run; under `hardware` also the installed HardwareLaunches
-    (its caller uninstalls it), else None. `limits`: the run's `Limits` (None: the
-    FLYDSL_LDSSAN_* options)."""
+    (its caller uninstalls it), else None. `limits`: the run's `Limits`, `memo`: its memo budget
+    in bytes (None: the FLYDSL_LDSSAN_* options); `kernels`: the `scope.Scope` checked (None:
+    every kernel)."""
     # FlyDSL keeps 5 user frames per location by default: too few to reach the kernel line
     # that called a helper from inside a loop body. Reports want the whole chain.
     os.environ.setdefault("FLYDSL_DEBUG_MAX_LOC_DEPTH", "16")
@@ -116,9 +119,11 @@ def _make_config(policy, ring: int, batch: int, resident: int = 1, engine: str =
     if isinstance(policy, str):
         policy = Policy.parse(policy)
 
+    scope.refuse_hardware(kernels, engine)
     col = collector()
     add = col.add
     coverage = bool(config.get("coverage"))  # read here, so a bad value fails before any launch
+    budget = config.get("memo") if memo is None else memo
     if config.get("isa") != "off":
         from .isa import sanitized  # FlyDSL's linker path: loaded only when asked for
 
@@ -136,7 +141,8 @@ def _make_config(policy, ring: int, batch: int, resident: int = 1, engine: str =
         from ldssan.runtime.device.session import emulated_config
 
         cfg = emulated_config(policy, ring=ring, resident=resident, on_finish=on_finish)
-        cfg.on_fault = on_fault
+        cfg.on_fault, cfg.scope = on_fault, kernels
+        cfg.memo = Memo(budget) if budget else None  # its launches are refused, and counted
         return cfg, None
     if engine == "hardware":
         from ldssan.runtime.device.hardware import HardwareLaunches
@@ -148,7 +154,8 @@ def _make_config(policy, ring: int, batch: int, resident: int = 1, engine: str =
     lim = limits if limits is not None else _limits(None, None)
     cfg = EmuConfig(policy=policy, batch=1 if callable(batch) else batch_option(batch), resident=resident,
                     sanitize=True, time_limit=lim.time_limit, step_budget=lim.step_budget,
-                    pass_options=f"ring={ring}", on_fault=on_fault)
+                    pass_options=f"ring={ring}", on_fault=on_fault, memo=Memo(budget) if budget else None,
+                    scope=kernels)
 
     def factory(sites_json, entry, view):
         if callable(batch):  # per host call, from its IR; the call's Launcher is built after this
@@ -167,18 +174,22 @@ def _limits(time_limit, step_budget) -> Limits:
 
 def enable(*, policy: "Policy | str | None" = None, ring: int | None = None, batch: "int | str | None" = None,
            device: str | None = None, time_limit: "float | str | None" = None,
-           step_budget: "int | str | None" = None) -> EmuConfig:
+           step_budget: "int | str | None" = None, memo: int | None = None, kernels=None) -> EmuConfig:
     """Sanitize every FlyDSL launch of this process (what `FLYDSL_LDSSAN=1` does).
     Every FLYDSL_LDSSAN_* option is validated first (a bad one is a `config.ConfigError`).
     `device` (default FLYDSL_LDSSAN_DEVICE): 'virtual' makes torch's GPU device the virtual
     gfx1250 (`ldssan.vdevice`), 'off' leaves torch alone, 'auto' = virtual when torch has no GPU
     (and the device runtime on a gfx1250 when there is one); 'emulated' and 'hardware' check
-    with the device runtime (`engine_for`). A bad argument is an `arguments.ConfigError`
-    naming it (None: the option's environment value)."""
+    with the device runtime (`engine_for`). `memo`: bytes of post-states kept to replay
+    identical launches (docs/memo.md; 0: off). A bad argument is an `arguments.ConfigError`
+    naming it (None: the option's environment value). `kernels`: the kernels checked, patterns
+    as FLYDSL_LDSSAN_KERNELS (a string or a list; `ldssan.scope`); the others run plain."""
     config.validate()
+    memo = None if memo is None else arguments.integer("enable", "memo", memo, 0)
     from . import vdevice
 
     policy, ring, batch, device = _checked_enable(policy, ring, batch, device)
+    kernels = config.get("kernels") if kernels is None else scope.argument("enable", kernels)
     choice = device or config.get("device")
     checker = engine_for(choice)
     use_vdevice = wants_vdevice(choice)
@@ -186,7 +197,7 @@ def enable(*, policy: "Policy | str | None" = None, ring: int | None = None, bat
         _hardware.pop().uninstall()
     cfg, launches = _make_config(policy or config.get("policy"), ring or config.get("ring"),
                                  config.get("batch") if batch is None else batch, engine=checker,
-                                 limits=_limits(time_limit, step_budget))
+                                 limits=_limits(time_limit, step_budget), memo=memo, kernels=kernels)
     if launches is not None:
         _hardware.append(launches)
     frontend.set_global(cfg)
@@ -270,7 +281,7 @@ def _checked_sanitize(policy, ring, batch, resident, device):
 
 def sanitize(policy: "Policy | str" = "lockstep", *, ring: int = 4096, batch: "int | str" = "auto",
              resident: int = 1, device: str = "off", time_limit: "float | str | None" = None,
-             step_budget: "int | str | None" = None):
+             step_budget: "int | str | None" = None, memo: int | None = None, kernels=None):
     """Sanitize the FlyDSL launches inside the block; yields the `Collector` of their results.
     The default `lockstep` runs a workgroup's waves, and as many workgroups as fit the lane
     budget (`batch="auto"`), as one lane array (same verdicts, faster; kernels it cannot run
@@ -280,7 +291,9 @@ def sanitize(policy: "Policy | str" = "lockstep", *, ring: int = 4096, batch: "i
     'emulated' / 'hardware' check with the device runtime (lockstep then runs per wave).
     `time_limit` (CPU seconds per launch) / `step_budget` (loop iterations per scheduler run):
     None = FLYDSL_LDSSAN_TIME_LIMIT / _STEP_BUDGET ("auto": scaled with the launch).
-    torch's GPU device is left as it is.
+    `memo`: bytes of post-states kept to replay a launch identical to an earlier one of the
+    block (docs/memo.md; 0: off); None = FLYDSL_LDSSAN_MEMO.
+    torch's GPU device is left as it is. `kernels` (None: every kernel) as in `enable`.
 
     The block covers the calling thread's launches (also those inside `emulate()`, which
     then run with its policy and are checked here); a launch from another thread while it
@@ -288,17 +301,20 @@ def sanitize(policy: "Policy | str" = "lockstep", *, ring: int = 4096, batch: "i
     raises is kept in `faults`; a fault of ldssan's own code is an `LdssanInternalError`.
     A bad argument is an `arguments.ConfigError` naming it, raised by this call."""
     limits = _limits(time_limit, step_budget)  # a bad limit fails here too, before the block opens
-    return _sanitized(*_checked_sanitize(policy, ring, batch, resident, device), limits)
+    memo = config.get("memo") if memo is None else arguments.integer("sanitize", "memo", memo, 0)
+    return _sanitized(*_checked_sanitize(policy, ring, batch, resident, device), limits, memo,
+                      scope.argument("sanitize", kernels))
 
 
 @contextmanager
-def _sanitized(policy: Policy, ring: int, batch, resident: int, device: str, limits: Limits):
+def _sanitized(policy: Policy, ring: int, batch, resident: int, device: str, limits: Limits, memo: int,
+               kernels):
     col = Collector()
     _collector_stack.append(col)
     cfg = launches = None
     try:
         cfg, launches = _make_config(policy, ring, batch, resident, engine=engine_for(device),
-                                     limits=limits)
+                                     limits=limits, memo=memo, kernels=kernels)
         with frontend.active(cfg):
             yield col
     except Exception as exc:

@@ -5,16 +5,19 @@ only reports). The session ends with a summary: kernels, launches, sites, violat
 NOTHING WAS CHECKED when no kernel was launched (`--ldssan-require-launch` then fails the
 run). On a host with no GPU, torch's GPU device is the virtual gfx1250 (`ldssan.vdevice`)
 from configure on, so `torch.cuda.is_available()` guards at collection see it.
-Precedence for each setting: command line > environment > default.
+Settings: `ldssan.pytest_options` (command line > environment > ini option > default).
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
 
 from . import config as opts
+from . import pytest_options as options
+from . import pytest_scope
 
 _RESULTS = pytest.StashKey[list]()
 _FAILED = pytest.StashKey[dict]()
@@ -26,78 +29,40 @@ _LINT = pytest.StashKey[dict]()  # (code, access, barrier) -> (warning, first te
 _FAULTED = pytest.StashKey[list]()  # (nodeid, LaunchFault.text): launches that raised, caught or not
 _REMOTE = pytest.StashKey[dict]()  # pytest-xdist controller: what the workers checked (`_merge_worker`)
 _UNCHECKED = pytest.StashKey[dict]()  # nodeid -> (launcher calls, notes): called, not checked
+_SETTINGS = pytest.StashKey[dict]()  # pytest_options.resolve: each setting's value
+_SUPPRESS_HITS = pytest.StashKey[Counter]()  # suppression FILE:LINE -> reports it covered
 
-MODE_HELP = "fail: a test whose launches have violations fails; warn: report only"
-REQUIRE_HELP = ("fail the run if ldssan is on and no FlyDSL kernel was launched (nothing was checked), and "
-                "each test that called a FlyDSL launcher but had no launch checked")
 NOTHING_CHECKED = "ldssan: NOTHING WAS CHECKED: no FlyDSL kernel was launched"
 ALL_FAULTED = "ldssan: NOTHING WAS CHECKED: every FlyDSL launch faulted"
 UNCHECKED = "called, not checked"
-MARKER_HELP = ("ldssan(expect=None): the test's FlyDSL launches are expected to produce exactly these "
-               "ldssan rule codes (e.g. expect=['LDS001']); the test fails if they are missing, and "
-               "other violations still fail it")
+OUT_OF_SCOPE = "ldssan: NOTHING WAS CHECKED: every FlyDSL launch was outside the kernel scope"
+MARKER_HELP = ("ldssan(check=True, kernels=None, expect=None): check=False (or ldssan(False)) leaves the "
+               "test's FlyDSL launches unchecked; kernels='PATTERNS' checks only those kernels (within "
+               "--ldssan-kernels); expect=['LDS001']: the launches must produce exactly these rule codes "
+               "(the test fails if they are missing, and other violations still fail it)")
 
 
 def pytest_addoption(parser):
-    group = parser.getgroup("ldssan", "LDS synchronization sanitizer for FlyDSL kernels")
-    group.addoption("--ldssan", action="store_true", default=None,
-                    help="sanitize every FlyDSL kernel launch (same as FLYDSL_LDSSAN=1)")
-    group.addoption("--ldssan-mode", choices=("fail", "warn"), default=None, help=MODE_HELP)
-    group.addoption("--ldssan-policy", default=None,
-                    help="virtual gfx1250 scheduler policy: lockstep (default), round-robin, reverse, "
-                         "random(SEED)[+early|+random]")
-    group.addoption("--ldssan-report", default=None, metavar="PATH",
-                    help="write all violations to PATH (.sarif for SARIF, otherwise JSON)")
-    group.addoption("--ldssan-require-launch", action="store_true", default=False, help=REQUIRE_HELP)
-    group.addoption("--ldssan-time-limit", default=None, metavar="SECONDS",
-                    help="CPU seconds of emulation per launch: auto (default; scales with the launch) or a number")
-    group.addoption("--ldssan-step-budget", default=None, metavar="STEPS",
-                    help="loop iterations per emulator run: auto (default; scales with the run) or a number")
+    options.add_options(parser)
 
 
-def _setting(cfg, opt: str, name: str):
-    value = cfg.getoption(opt)
-    return opts.get(name) if value is None else value
-
-
-_LIMIT_FLAGS = (("--ldssan-time-limit", "time_limit"), ("--ldssan-step-budget", "step_budget"))
-
-
-def _validate(config) -> None:
-    """Every option read once, before any test runs: a bad one is a usage error (exit 4)."""
-    from .report import report_path_problem
-
-    opts.validate()
-    policy = config.getoption("--ldssan-policy")
-    if policy is not None:
-        try:
-            opts.OPTIONS["policy"].parse(policy)
-        except ValueError as exc:
-            raise opts.ConfigError(f"ldssan: --ldssan-policy={policy!r}: {exc}") from None
-    for flag, name in _LIMIT_FLAGS:
-        value = config.getoption(flag)
-        if value is not None:
-            try:
-                opts.OPTIONS[name].parse(value)
-            except ValueError as exc:
-                raise opts.ConfigError(f"ldssan: {flag}={value!r}: {exc}") from None
-    path = config.getoption("--ldssan-report") or opts.get("report")
-    problem = path and report_path_problem(path)
-    if problem:
-        raise opts.ConfigError(f"ldssan: --ldssan-report / FLYDSL_LDSSAN_REPORT: {problem}")
+def _settings(config) -> dict:
+    return config.stash[_SETTINGS]
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", MARKER_HELP)
     try:
-        on = bool(_setting(config, "--ldssan", "enable"))
+        settings = options.resolve(config, only=("enable", "require_launch"))
+        on = bool(settings["enable"])
         if on:
-            _validate(config)
+            settings = _validate(config)
     except opts.ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
-    if config.getoption("--ldssan-require-launch") and not on:
+    if settings["require_launch"] and not on:
         # asked for checked launches, but nothing will check them: say so now, not after a green run
         raise pytest.UsageError("ldssan: --ldssan-require-launch needs ldssan on (--ldssan or FLYDSL_LDSSAN=1)")
+    config.stash[_SETTINGS] = settings
     config.stash[_ON] = on
     config.stash[_RESULTS] = []
     config.stash[_FAILED] = {}
@@ -105,23 +70,39 @@ def pytest_configure(config):
     config.stash[_NOTES] = []
     config.stash[_LINT] = {}
     config.stash[_FAULTED] = []
-    config.stash[_REMOTE] = {"builds": {}, "launches": 0, "reports": []}
+    config.stash[_REMOTE] = {"builds": {}, "launches": 0, "reports": [],
+                             "memo": {"replayed": 0, "recorded": 0, "not_memoizable": {}}}
     config.stash[_UNCHECKED] = {}
+    config.stash[_SUPPRESS_HITS] = Counter()
     if on:
         from . import hook
         from .runtime.device.hardware import HardwareUnavailable
 
-        policy = config.getoption("--ldssan-policy") or opts.get("policy")
         try:
-            hook.enable(policy=policy, **_limit_settings(config))
-        except HardwareUnavailable as exc:  # FLYDSL_LDSSAN_DEVICE=hardware here: one line, exit 4
+            hook.enable(policy=settings["policy"], time_limit=settings["time_limit"],
+                        step_budget=settings["step_budget"], kernels=settings["kernels"])
+        except (HardwareUnavailable, opts.ConfigError) as exc:  # one line, exit 4
             raise pytest.UsageError(str(exc)) from None
 
 
-def _limit_settings(config) -> dict:
-    """The limits given on the command line (the rest: hook.enable reads the environment)."""
-    return {name: opts.OPTIONS[name].parse(config.getoption(flag)) for flag, name in _LIMIT_FLAGS
-            if config.getoption(flag) is not None}
+def _validate(config) -> dict:
+    """Every setting and option read once, before any test runs: a bad one is a usage
+    error (exit 4). The settings by name; the scope names where it was given."""
+    from dataclasses import replace
+
+    from . import suppress
+    from .report import report_path_problem
+
+    opts.validate()
+    settings = options.resolve(config)
+    if settings["kernels"] is not None:
+        settings["kernels"] = replace(settings["kernels"], source=options.source(config, "kernels"))
+    path = settings["report"]
+    problem = path and report_path_problem(path)
+    if problem:
+        raise opts.ConfigError(f"ldssan: {options.source(config, 'report')}: {problem}")
+    settings["suppression_entries"] = suppress.load(settings["suppressions"]) if settings["suppressions"] else ()
+    return settings
 
 
 def pytest_unconfigure(config):
@@ -134,8 +115,7 @@ def pytest_unconfigure(config):
 def pytest_report_header(config):
     if not config.stash.get(_ON, False):
         return None
-    mode = _setting(config, "--ldssan-mode", "mode")
-    policy = config.getoption("--ldssan-policy") or opts.get("policy")
+    mode, policy = _settings(config)["mode"], _settings(config)["policy"]
     from . import hook, vdevice
     from .runtime.emu.sched import Policy
 
@@ -160,6 +140,7 @@ def pytest_runtest_call(item):
     from .runtime.emu.sched import DeadlockError
     from .runtime.emu.wave import StepBudgetExceeded
 
+    restore = pytest_scope.enter(item, _settings(item.config)["kernels"])
     col = hook.collector()
     col.take()
     col.take_faults()
@@ -173,6 +154,7 @@ def pytest_runtest_call(item):
         escaped = exc  # noted below unless the collector kept its launch already
         raise
     finally:
+        restore()
         results, faults = col.take(), col.take_faults()
         try:
             _check(item, results)
@@ -205,11 +187,16 @@ def _check(item, results) -> None:
     from .decode import merge_reports
     from .report import render_text
 
+    settings = _settings(item.config)
     item.config.stash[_RESULTS].extend((item.nodeid, r) for r in results)
     kernels = _builds(results)
-    item.config.stash[_PER_TEST][item.nodeid] = {
+    entry = item.config.stash[_PER_TEST][item.nodeid] = {
         "launches": len(results), "kernels": len(kernels), "sites": sum(kernels.values()),
-        "violations": sum(len(r.report.violations) for r in results)}
+        "violations": sum(len(r.report.violations) for r in results),
+        "replayed": sum(r.memo == "replayed" for r in results)}
+    pytest_scope.count_skipped(entry, settings["kernels"])
+    pytest_scope.mark(results, settings["suppression_entries"], item.config.stash[_SUPPRESS_HITS])
+    entry[pytest_scope.SUPPRESSED_KEY] = sum(v.suppression is not None for r in results for v in r.report.violations)
     _note_warnings(item, results)
     marker = item.get_closest_marker("ldssan")
     expected = set(marker.kwargs.get("expect") or ()) if marker else set()
@@ -218,7 +205,7 @@ def _check(item, results) -> None:
             pytest.fail(f"ldssan: expected {sorted(expected)} but the test launched no FlyDSL kernel "
                         "(nothing was checked)", pytrace=False)
         return
-    report = merge_reports(*(r.report for r in results))
+    report = pytest_scope.unsuppressed(merge_reports(*(r.report for r in results)))
     found = {v.code for v in report.violations}
     if expected:
         missing = expected - found
@@ -230,7 +217,7 @@ def _check(item, results) -> None:
     if report.clean and not report.dropped:
         return
     item.config.stash[_FAILED][item.nodeid] = report
-    if _setting(item.config, "--ldssan-mode", "mode") == "fail":
+    if _settings(item.config)["mode"] == "fail":
         text = render_text(report, max_violations=opts.get("max_reports"))
         pytest.fail(f"ldssan found LDS synchronization violations:\n{text}", pytrace=False)
 
@@ -242,8 +229,10 @@ def _check_calls(item, results, calls: int, checked: int, notes: list[str], *, f
     (`fail`: unless the test already failed, whose own error stays the one shown)."""
     entry = item.config.stash[_PER_TEST].setdefault(item.nodeid, {"launches": len(results)})
     entry["calls"] = calls
-    # `checked` also counts launches a test sanitized itself (`with ldssan.sanitize()`)
-    entry["not_checked"] = unchecked = calls > 0 and not results and not checked
+    # `checked` also counts launches a test sanitized itself (`with ldssan.sanitize()`); a launch
+    # a kernel scope left out was not meant to be checked
+    outside = pytest_scope.left_out({item.nodeid: entry})
+    entry["not_checked"] = unchecked = calls > outside and not results and not checked
     for text in notes:
         item.config.stash[_NOTES].append(("warning", f"{item.nodeid}: {text}"))
     if not unchecked:
@@ -252,7 +241,7 @@ def _check_calls(item, results, calls: int, checked: int, notes: list[str], *, f
                                   "the test raised before any launch finished its check")
     item.config.stash[_UNCHECKED][item.nodeid] = (calls, why)
     item.config.stash[_NOTES].append(("warning", f"{item.nodeid}: {UNCHECKED}: {calls} launcher calls, 0 checked"))
-    if fail and item.config.getoption("--ldssan-require-launch"):
+    if fail and _settings(item.config)["require_launch"]:
         pytest.fail(f"ldssan: {UNCHECKED}: the test called FlyDSL launchers {calls} times but no launch was "
                     f"checked ({why}); --ldssan-require-launch fails it", pytrace=False)
 
@@ -274,7 +263,7 @@ def _note_warnings(item, results) -> None:
     seen = item.config.stash[_LINT]
     for r in results:
         for v in r.report.violations:
-            if v.severity != "warning":
+            if v.severity != "warning" or v.suppression is not None:
                 continue
             other = v.other_site.location if v.other_site is not None else ""
             seen.setdefault((v.code, v.site.location, other), (v, item.nodeid))
@@ -314,6 +303,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     n_viol = sum(len(rep.violations) for rep in failed.values())
     tr.write_sep("=", f"ldssan: {n_viol} violations in {len(failed)} tests")
     tr.write_line(f"ldssan: {len(kernels)} kernels, {_checked_launches(config)} launches, {sites} sites checked")
+    from .session import memo_line
+
+    memo = memo_line(_memo(config))
+    if memo:
+        tr.write_line(memo)
     shown = 0
     for nodeid, rep in failed.items():
         for v in rep.violations:
@@ -325,11 +319,16 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     hidden = n_viol - shown
     if hidden > 0:
         tr.write_line(f"({hidden} more hidden; use -v)")
+    for text, warn in pytest_scope.summary_lines(_settings(config), config.stash[_PER_TEST],
+                                                 config.stash[_SUPPRESS_HITS], _kernels_flag(config)):
+        tr.write_line(text, yellow=warn)
     _write_warnings(tr, config)
     _write_faults(tr, config)
     _write_unchecked(tr, config)
     if config.stash[_FAULTED] and not _checked_launches(config):
         tr.write_sep("!", ALL_FAULTED, red=True, bold=True)
+    elif not _checked_launches(config) and pytest_scope.left_out(config.stash[_PER_TEST]):
+        tr.write_sep("!", OUT_OF_SCOPE, red=True, bold=True)
     elif not _checked_launches(config):
         tr.write_sep("!", NOTHING_CHECKED, red=True, bold=True)
         tr.write_line("ldssan was on, but no test launched a FlyDSL kernel: did every kernel test skip "
@@ -349,10 +348,10 @@ def pytest_sessionfinish(session):
     if hasattr(config, "workeroutput"):  # a pytest-xdist worker: the controller reports
         _send_to_controller(config)
         return
-    if not _checked_launches(config) and config.getoption("--ldssan-require-launch") and session.exitstatus in (
+    if not _checked_launches(config) and _settings(config)["require_launch"] and session.exitstatus in (
             pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    path = config.getoption("--ldssan-report") or opts.get("report")
+    path = _settings(config)["report"]
     if not path:
         return
     from .decode import merge_reports
@@ -360,8 +359,11 @@ def pytest_sessionfinish(session):
 
     try:
         # written with no launch too: the file then says so (0 kernels, each test's counts)
+        settings, hits = _settings(config), config.stash[_SUPPRESS_HITS]
         write_report(merge_reports(*_all_reports(config)), path,
-                     extra={"tests": config.stash[_PER_TEST]}, notes=config.stash[_NOTES])
+                     extra={"tests": config.stash[_PER_TEST], "memo": _memo(config),
+                            **pytest_scope.report_extra(settings, config.stash[_PER_TEST], hits, _kernels_flag(config))},
+                     notes=config.stash[_NOTES] + pytest_scope.stale_notes(settings, hits))
     except OSError as exc:
         config.stash[_WRITTEN] = f"ldssan: ERROR: cannot write the report to {path}: {exc.strerror or exc}"
         if session.exitstatus == pytest.ExitCode.OK:
@@ -378,8 +380,20 @@ def _all_builds(config) -> dict:
     return {**_builds(r for _n, r in config.stash[_RESULTS]), **config.stash[_REMOTE]["builds"]}
 
 
+def _kernels_flag(config) -> str:
+    """Where the session's kernel scope was given, for the summary and the report."""
+    return options.source(config, "kernels")
+
+
 def _checked_launches(config) -> int:
     return len(config.stash[_RESULTS]) + config.stash[_REMOTE]["launches"]
+
+
+def _memo(config) -> dict:
+    """How the launch memo took the checked launches (`session.memo_counts`), workers' included."""
+    from .session import add_memo_counts, memo_counts
+
+    return add_memo_counts(memo_counts(r for _n, r in config.stash[_RESULTS]), config.stash[_REMOTE]["memo"])
 
 
 def _all_reports(config) -> list:
@@ -408,18 +422,21 @@ def _send_to_controller(config) -> None:
     controller's `pytest_testnodedown`)."""
     from .decode import Report, merge_reports
     from .report import to_json
+    from .session import memo_counts
 
     stash = config.stash
     config.workeroutput[_WORKER_KEY] = json.dumps({
         "builds": [[kernel, [list(s) for s in sites], n] for (kernel, sites), n in _builds(
             r for _n, r in stash[_RESULTS]).items()],
         "launches": len(stash[_RESULTS]),
+        "memo": memo_counts(r for _n, r in stash[_RESULTS]),
         "report": to_json(merge_reports(*(r.report for _n, r in stash[_RESULTS]))),
         "failed": {nodeid: to_json(rep) for nodeid, rep in stash[_FAILED].items()},
         "per_test": stash[_PER_TEST],
         "notes": stash[_NOTES],
         "faulted": stash[_FAULTED],
         "unchecked": stash[_UNCHECKED],
+        "suppress_hits": dict(stash[_SUPPRESS_HITS]),
         "lint": [[list(key), to_json(Report(violations=(v,))), nodeid] for key, (v, nodeid) in stash[_LINT].items()],
     })
 
@@ -439,17 +456,20 @@ def pytest_testnodedown(node, error):
 
 def _merge_worker(config, data: dict) -> None:
     from .report import from_json
+    from .session import add_memo_counts
 
     stash = config.stash
     remote = stash[_REMOTE]
     for kernel, sites, n in data["builds"]:
         remote["builds"][kernel, tuple(tuple(s) for s in sites)] = n
     remote["launches"] += data["launches"]
+    remote["memo"] = add_memo_counts(remote["memo"], data["memo"])
     remote["reports"].append(from_json(data["report"]))
     stash[_FAILED].update({nodeid: from_json(rep) for nodeid, rep in data["failed"].items()})
     stash[_PER_TEST].update(data["per_test"])
     stash[_NOTES].extend(tuple(n) for n in data["notes"])
     stash[_FAULTED].extend(tuple(f) for f in data["faulted"])
     stash[_UNCHECKED].update({nodeid: tuple(v) for nodeid, v in data["unchecked"].items()})
+    stash[_SUPPRESS_HITS].update(data["suppress_hits"])
     for key, rep, nodeid in data["lint"]:
         stash[_LINT].setdefault(tuple(key), (from_json(rep).violations[0], nodeid))

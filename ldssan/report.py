@@ -4,11 +4,11 @@ here), JSON, SARIF 2.1.0, and the atomic report file.
 Nothing here decides anything about a violation; `ldssan.decode` did that.
 
 JSON schema (`to_json`, "ldssan.report/1"; stable, additions only; the JSON Schema is
-`tests/report/data/ldssan-report.schema.json`, described in README.md)::
+`tests/report/data/ldssan-report.schema.json`, described in docs/reports.md)::
 
     {"schema": "ldssan.report/1",
      "tool": {"name": "ldssan", "version": str},
-     "summary": {"violations": int, "records": int, "dropped": int,
+     "summary": {"violations": int, "suppressed": int, "records": int, "dropped": int,
                  "capacity": int | null, "clean": bool},   # clean: no violation, nothing
                                                           # dropped, no error notification
      "kernels": [{"name": str, "build": str, "launches": int, "sites": int}],
@@ -24,7 +24,9 @@ JSON schema (`to_json`, "ldssan.report/1"; stable, additions only; the JSON Sche
         "access": {"site": SITE, "wave": int|null, "lane": int|null,
                    "waves": [int], "lanes": [int]},
         "other":  {"site": SITE | null, "wave": ..., "lane": ..., "waves": [...], "lanes": [...]},
-        "workgroup": int, "launch": int, "workgroups": [int], "launches": [int]}],
+        "workgroup": int, "launch": int, "workgroups": [int], "launches": [int],
+        "suppressed": bool,        # fails nothing: a suppressions-file entry or an inline
+        "suppression": {"kind": "external" | "inSource", "where": "FILE:LINE", "text": str} | null}],
      "notifications": [{"level": "error" | "warning", "text": str}]}
 
 SITE is the site-table object of `ldssan.sitetable` ({id, kind, op, file, line, col,
@@ -47,12 +49,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ldssan.passes.ir.errors import UsageError
 from ldssan import rules
 from ldssan.console import (  # re-exported: the console form of a report
     BANNER, _access_phrase, _header, dropped_line, render, render_text, summary_lines,
     violation_lines,
 )
-from ldssan.decode import STATIC_RULES, KernelInfo, LdsBuffer, Report, Site, Violation, _as_enum
+from ldssan.decode import STATIC_RULES, KernelInfo, LdsBuffer, Report, Site, Suppression, Violation, _as_enum
 from ldssan.runtime.records import Cause, Rule
 from ldssan.variants import original_path
 
@@ -111,6 +114,8 @@ def _violation_json(v: Violation) -> dict[str, Any]:
         "other": _side(v.other_site, v.other_wave, v.other_lane, v.other_waves, v.other_lanes),
         "workgroup": v.workgroup, "launch": v.launch,
         "workgroups": sorted(v.workgroups), "launches": sorted(v.launches),
+        "suppressed": v.suppression is not None,
+        "suppression": None if v.suppression is None else v.suppression.to_dict(),
     }
 
 
@@ -126,7 +131,9 @@ def to_json(report: Report, *, notes: Iterable[tuple[str, str]] = ()) -> dict[st
     return {
         "schema": JSON_SCHEMA,
         "tool": {"name": "ldssan", "version": _version()},
-        "summary": {"violations": len(report.violations), "records": report.records,
+        "summary": {"violations": len(report.violations),
+                    "suppressed": sum(v.suppression is not None for v in report.violations),
+                    "records": report.records,
                     "dropped": report.dropped, "capacity": report.capacity,
                     "clean": report.clean and not _failed_run(notes)},
         "kernels": [_kernel_json(k) for k in report.kernels],
@@ -147,7 +154,7 @@ def _kernel_json(k: KernelInfo) -> dict[str, Any]:
     return {"name": k.name, "build": k.build, "launches": k.launches, "sites": k.sites}
 
 
-class ReportFormatError(ValueError):
+class ReportFormatError(UsageError, ValueError):
     """A report document that is not `ldssan.report/1`-shaped: names the field."""
 
 
@@ -167,6 +174,7 @@ def _violation_from_json(d: dict[str, Any]) -> Violation:
         workgroups=frozenset(d["workgroups"]), launches=frozenset(d["launches"]),
         kernel=d["kernel"], build=str(d.get("build", "")),
         severity=str(d.get("severity", "error")),
+        suppression=None if not d.get("suppression") else Suppression(**d["suppression"]),
     )
 
 
@@ -325,6 +333,10 @@ def _sarif_result(v: Violation, rule_index: int, root: Path) -> dict[str, Any]:
     }
     if related:
         result["relatedLocations"] = related
+    if v.suppression is not None:  # SARIF viewers list it as suppressed, not as an open result
+        s = v.suppression
+        result["suppressions"] = [{"kind": s.kind, "status": "accepted",
+                                   "justification": f"ldssan suppression at {s.where}: {s.text}"}]
     stacks = [_sarif_stack(s, root) for s in (v.site, v.other_site)
               if s is not None and s.known and s.callers]
     if stacks:

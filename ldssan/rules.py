@@ -20,6 +20,7 @@ try:  # Python >= 3.11
 except ImportError:  # pragma: no cover - Python 3.10
     from typing_extensions import assert_never
 
+from ldssan.causes import CAUSE_LINES, cause_name
 from ldssan.runtime.records import Cause, Rule
 
 __all__ = [
@@ -81,6 +82,8 @@ def rule_name(rule: Rule) -> str:
             return "dma-overlap"
         case Rule.DMA_NEVER_WAITED:
             return "dma-never-waited"
+        case Rule.CLUSTER_COPY_UNORDERED:
+            return "cluster-copy-unordered"
         case Rule.BARRIER_DIVERGENCE:
             return "barrier-divergence"
         case Rule.UNINIT_READ:
@@ -264,6 +267,31 @@ def _entry(rule: Rule) -> RuleInfo:
                     f"group, before fx.rocdl.wait_asyncmark(n)."
                 ),
                 default_cause="async/TDM copies were still outstanding",
+            )
+        case Rule.CLUSTER_COPY_UNORDERED:
+            return RuleInfo(
+                rule, code, name,
+                title="LDS bytes a cluster peer's TDM multicast writes, accessed unordered with it",
+                explanation=(
+                    "A TDM load whose workgroup mask names other workgroups of the cluster "
+                    "writes the tile into each named workgroup's LDS. Its completion is counted "
+                    "only by the issuing wave's TENSORcnt, in the issuing workgroup. ldssan takes "
+                    "the copy as published to a peer only when the issuing wave's "
+                    "s_wait_tensorcnt covered it before its workgroup signalled the cluster "
+                    "barrier (-3), and the accessing wave returned from its own s_barrier_wait "
+                    "-3 of that phase before the access (public documentation states no weaker "
+                    "rule). An access of the peer's bytes that no such phase orders after the "
+                    "copy -- or, for an access made before the copy was issued, that no cluster "
+                    "phase orders before it -- races the copy's writes."
+                ),
+                fix=(
+                    f"In the issuing workgroup call {_TENSOR_WAIT} covering the multicast load, "
+                    f"then cluster.cluster_barrier() (workgroup barrier, one wave signals -3, "
+                    f"every wave waits -3) before any workgroup of the cluster reads the tile; "
+                    f"before a multicast refill of a buffer, a cluster barrier after every "
+                    f"workgroup's last read of it."
+                ),
+                default_cause="no cluster barrier phase ordered the peer's copy and this access",
             )
         case Rule.BARRIER_DIVERGENCE:
             return RuleInfo(
@@ -452,67 +480,6 @@ def lookup(code_or_name: str) -> Rule:
     raise KeyError(f"unknown ldssan rule {code_or_name!r}. Known rules: {known}")
 
 
-def cause_name(cause: Cause | int) -> str:
-    """Stable short name of a cause ("no-barrier"); "cause-N" for an unknown number."""
-    try:
-        return Cause(cause).name.lower().replace("_", "-")
-    except ValueError:
-        return f"cause-{int(cause)}"
-
-
-def _cause_line(cause: Cause) -> str:
-    match cause:
-        case Cause.NONE:
-            return ""
-        case Cause.NO_BARRIER:
-            return "no barrier phase separates the two accesses"
-        case Cause.UNPUBLISHED_DS_STORE:
-            return (
-                "the writer's ds store was not dscnt-complete at its s_barrier_signal "
-                "(no s_wait_dscnt or release fence before the signal)"
-            )
-        case Cause.BARE_BARRIER:
-            return (
-                "only a bare s_barrier_signal/s_barrier_wait separates the accesses; with no "
-                "release fence or s_wait_dscnt it publishes nothing"
-            )
-        case Cause.SIGNAL_WAIT_WINDOW:
-            return (
-                "an access sits between a wave's s_barrier_signal and its s_barrier_wait, "
-                "where that barrier phase neither publishes nor protects it"
-            )
-        case Cause.COPY_NOT_WAITED:
-            return (
-                "the async/TDM copy had no covering s_wait_asynccnt/s_wait_tensorcnt before "
-                "this access"
-            )
-        case Cause.COPY_WAITED_NOT_PUBLISHED:
-            return (
-                "the issuing wave waited for the copy only after its s_barrier_signal (or never "
-                "signalled), so other waves did not acquire the data"
-            )
-        case Cause.UNPUBLISHED_READ:
-            return "the reader's ds_load was not dscnt-complete when it signalled the barrier"
-        case Cause.WAVE_END:
-            return "the wave ended with async/TDM copies still outstanding"
-        case Cause.ASYNCMARK_UNMARKED:
-            return (
-                "wait.asyncmark was relied on for copies issued after the last asyncmark; "
-                "marks never complete those"
-            )
-        case Cause.BARRIER_MISMATCH:
-            return "the waves of the workgroup executed different barrier sequences"
-        case Cause.BARRIER_DIVERGENT_LANES:
-            return "the barrier was reached with a partial exec mask (divergent control flow)"
-        case Cause.COPY_WAITED_UNPUBLISHED:
-            return "copy completed by its wave's wait, never published to this wave"
-        case _:
-            assert_never(cause)
-
-
-_CAUSE_LINES: dict[Cause, str] = {cause: _cause_line(cause) for cause in Cause}
-
-
 def cause_text(cause: Cause | int, rule: Rule | int | None = None) -> str:
     """One line saying why the access was unordered.
 
@@ -520,7 +487,7 @@ def cause_text(cause: Cause | int, rule: Rule | int | None = None) -> str:
     cause number gives a placeholder, never an exception.
     """
     try:
-        line = _CAUSE_LINES[Cause(cause)]
+        line = CAUSE_LINES[Cause(cause)]
     except ValueError:
         return f"unknown cause {int(cause)}"
     if not line and rule is not None:
@@ -564,6 +531,11 @@ def fix_hint(rule: Rule | int, cause: Cause | int = Cause.NONE) -> str:
                 f"wave only: put {_BARRIER} between that wait and the other waves' reads, so "
                 f"that the barrier publishes the data to them."
             )
+        case Cause.PEER_COPY_AFTER_ACCESS:
+            return (
+                "Put cluster.cluster_barrier() after this workgroup's last access of the bytes "
+                "and issue the peer's multicast refill after it."
+            )
         case Cause.ASYNCMARK_UNMARKED:
             return (
                 "Call fx.rocdl.asyncmark() after the last copy of each group before relying "
@@ -588,7 +560,7 @@ def other_access_label(rule: Rule | int) -> str:
     match rule:
         case Rule.RAW_UNPUBLISHED | Rule.WAR_REUSE | Rule.WAW | Rule.WAW_SAME_VALUE:
             return "Previous"
-        case Rule.DMA_READ_BEFORE_WAIT | Rule.WAIT_TOO_WEAK | Rule.DMA_OVERLAP:
+        case Rule.DMA_READ_BEFORE_WAIT | Rule.WAIT_TOO_WEAK | Rule.DMA_OVERLAP | Rule.CLUSTER_COPY_UNORDERED:
             return "In-flight"
         case (
             Rule.DMA_NEVER_WAITED | Rule.BARRIER_DIVERGENCE | Rule.UNINIT_READ | Rule.OOB

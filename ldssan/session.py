@@ -10,6 +10,8 @@ import sys
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ldssan.passes.ir.caches import register_cache
+from ldssan.passes.ir.errors import LdssanError
 from ldssan.runtime.records import Cause
 from ldssan.runtime.session import SessionOutcome
 
@@ -26,7 +28,7 @@ ENGINE_MODULES = ("ldssan.runtime.shadow", "ldssan.runtime.emu.hooks", "ldssan.r
                   "ldssan.runtime.device", "ldssan.session", "ldssan.decode", "ldssan.sitetable")
 
 
-class LdssanInternalError(RuntimeError):
+class LdssanInternalError(LdssanError, RuntimeError):
     """A fault inside ldssan itself during a launch (its engine, hooks or decoder), not in the
     kernel: the launch was not checked. Its `__cause__` is the original exception."""
 
@@ -89,6 +91,7 @@ class LaunchResult:
     report: Report
     launch: int
     sites: SiteTable
+    memo: str = ""  # replayed, recorded, not memoizable: <reason> (runtime/emu/memo.py); "": memo off
 
 
 def decode_outcome(out: SessionOutcome, *, coverage: bool) -> LaunchResult:
@@ -103,7 +106,7 @@ def decode_outcome(out: SessionOutcome, *, coverage: bool) -> LaunchResult:
                                 launch=out.launch, severity="error" if lint == "error" else "warning")
         report = replace(report, violations=tuple(sorted(report.violations + found,
                                                          key=lambda v: v.sort_key)))
-    return LaunchResult(kernel, report, out.launch, table)
+    return LaunchResult(kernel, report, out.launch, table, memo=out.memo)
 
 
 def lint_violations(findings: Any, table: SiteTable, *, kernel: str, launch: int,
@@ -131,7 +134,7 @@ def lint_violations(findings: Any, table: SiteTable, *, kernel: str, launch: int
     return tuple(out)
 
 
-_COVERAGE_SHOWN: set[str] = set()
+_COVERAGE_SHOWN: set[str] = register_cache(set())  # reset: a new build's coverage shows again
 
 
 def _print_coverage(coverage_json: str) -> None:
@@ -149,3 +152,39 @@ def site_table(out: SessionOutcome) -> SiteTable:
     data["buffers"] = [{"name": b.name, "offset": b.offset, "size": b.size, "file": b.file, "line": b.line}
                        for b in out.buffers]
     return SiteTable.from_json(data)
+
+
+def memo_counts(results) -> dict:
+    """How the launch memo (runtime/emu/memo.py) took these host calls: replayed, recorded
+    (run, kept for replay), and not memoizable by reason (run, never kept)."""
+    from ldssan.runtime.emu import memo
+
+    out: dict = {"replayed": 0, "recorded": 0, "not_memoizable": {}}
+    for r in results:
+        reason = memo.refused(r.memo)
+        if reason is not None:
+            out["not_memoizable"][reason] = out["not_memoizable"].get(reason, 0) + 1
+        elif r.memo in (memo.REPLAYED, memo.RECORDED):
+            out[r.memo] += 1
+    return out
+
+
+def add_memo_counts(total: dict, more: dict) -> dict:
+    """`memo_counts` of two sets of calls together (a pytest-xdist worker's and the rest)."""
+    refused = dict(total["not_memoizable"])
+    for reason, n in more["not_memoizable"].items():
+        refused[reason] = refused.get(reason, 0) + n
+    return {"replayed": total["replayed"] + more["replayed"], "recorded": total["recorded"] + more["recorded"],
+            "not_memoizable": refused}
+
+
+def memo_line(counts: dict) -> str | None:
+    """The summary line of `memo_counts`, or None when the memo was off for every call."""
+    refused = counts["not_memoizable"]
+    if not (counts["replayed"] or counts["recorded"] or refused):
+        return None
+    line = f"ldssan: {counts['replayed']} launches replayed (identical to an earlier one), {counts['recorded']} recorded"
+    if refused:
+        why = "; ".join(f"{n}: {reason}" for reason, n in sorted(refused.items(), key=lambda kv: -kv[1]))
+        line += f", {sum(refused.values())} not memoizable ({why})"
+    return line

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from ldssan.passes.ir.caches import register_cache
+from ldssan.passes.ir.errors import UsageError
 from ldssan.runtime.records import NO_SITE
 from ldssan.variants import Origin, origin_of, original_path, register_origin
 
@@ -49,7 +51,7 @@ SITE_KINDS = ACCESS_KINDS | {"wait", "mark", "barrier", "fence"}
 UNKNOWN_KIND = "unknown"
 
 
-class SiteTableError(ValueError, TypeError):
+class SiteTableError(UsageError, ValueError, TypeError):
     """A site table that is not the documented shape. Also a TypeError, for callers that
     treat a table of the wrong type as one."""
 
@@ -107,6 +109,7 @@ def _file_from_json(d: Mapping[str, Any], what: str) -> str | None:
 # -- allocation names ------------------------------------------------------------------
 
 
+@register_cache
 @lru_cache(maxsize=64)
 def _assignments(path: str, _mtime: float) -> tuple[tuple[int, int, str], ...]:
     """(first line, last line, target) of every single-target assignment in the file."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+from .ir.errors import LdssanError
 from .abi import HOOKS, ORDERINGS, scope_id
 from .gfx1250 import (PLUMBING, Const, Event, MemrefAddress, Operand, asm_may_sync, classify, is_lds_memref,
                       refused)
@@ -21,7 +22,7 @@ from .lint import lint_function
 from .sites import site_entry, user_frames
 
 
-class InstrumentationError(RuntimeError):
+class InstrumentationError(LdssanError, RuntimeError):
     """An LDS-touching op the pass does not understand (compilation stops)."""
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .ir.errors import LdssanError
 from .abi import ORDERINGS, SCOPES, BarrierForm, Counter, DsKind, fence_drains
 
 MISSING_RELEASE = "LDS040"
@@ -37,7 +38,7 @@ _RELEASING = frozenset({"release", "acq_rel", "seq_cst"})
 _ACQUIRING = frozenset({"acquire", "acq_rel", "seq_cst"})
 
 
-class LintError(RuntimeError):
+class LintError(LdssanError, RuntimeError):
     """The lint met IR it cannot read (a hook call whose operands are not constants)."""
 
 

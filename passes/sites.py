@@ -13,9 +13,11 @@ import functools
 import linecache
 import os
 
+from ldssan.passes.ir.caches import register_cache
 from ldssan.passes.ir.irview import Frame, convert_loc
 
 
+@register_cache
 @functools.lru_cache(maxsize=1)
 def _framework_root() -> str:
     import flydsl
@@ -29,6 +31,7 @@ _TOOL_DIRS = tuple(os.path.join(os.path.dirname(os.path.dirname(os.path.realpath
                    for d in ("runtime", "passes"))
 
 
+@register_cache
 @functools.lru_cache(maxsize=1024)
 def _is_internal(file: str) -> bool:
     if file.startswith("<") or os.path.abspath(file).startswith(_framework_root()):
@@ -47,6 +50,7 @@ def user_frames(mlir_loc) -> list[Frame]:
     return out
 
 
+@register_cache
 @functools.lru_cache(maxsize=256)
 def _function_spans(path: str) -> tuple[tuple[int, int, str], ...]:
     try:

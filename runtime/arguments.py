@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ldssan.passes.ir.errors import UsageError
 
-class ConfigError(ValueError):
+
+class ConfigError(UsageError, ValueError):
     """A bad ldssan option (environment variable, command-line flag) or argument."""
 
 

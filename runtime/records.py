@@ -37,6 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ldssan.passes.ir.errors import UsageError
+
 NO_SITE = 0xFFFFFFFF
 NO_WAVE = 0xFFFF
 NO_LANE = 0xFF
@@ -47,7 +49,7 @@ RECORD_BYTES = 32
 _FIRST_ALLOC = 256
 
 
-class RecordFormatError(ValueError):
+class RecordFormatError(UsageError, ValueError):
     """A record buffer that is not a well-formed ring: names what is wrong."""
 
 
@@ -62,6 +64,7 @@ class Rule(enum.IntEnum):
     WAIT_TOO_WEAK = 11  # LDS011
     DMA_OVERLAP = 12  # LDS012
     DMA_NEVER_WAITED = 13  # LDS013
+    CLUSTER_COPY_UNORDERED = 14  # LDS014: a cluster peer's TDM multicast vs this workgroup's access
     BARRIER_DIVERGENCE = 20  # LDS020
     UNINIT_READ = 30  # LDS030
     OOB = 31  # LDS031
@@ -98,6 +101,7 @@ class Cause(enum.IntEnum):
     BARRIER_MISMATCH = 10  # LDS020: waves ran different barrier sequences
     BARRIER_DIVERGENT_LANES = 11  # LDS020: barrier reached with a partial exec mask
     COPY_WAITED_UNPUBLISHED = 12  # LDS001: the issuer's wait completed the copy; no barrier after it
+    PEER_COPY_AFTER_ACCESS = 13  # LDS014: the peer's copy was issued in a later cluster phase than the access
 
     @property
     def text(self) -> str:
@@ -246,6 +250,20 @@ class Ring:
         data = np.zeros(size, dtype=RECORD_DTYPE)
         data[: len(self._data)] = self._data
         self._data = data
+
+    def relabelled(self, launch: int) -> "Ring":
+        """A copy of this finished ring whose records are those of launch `launch` (a
+        memoized call replayed as a new launch: runtime/emu/memo.py)."""
+        out = Ring(self.capacity, verbatim=self.verbatim)
+        out._data = self._data.copy()
+        out._data["launch"][: len(self)] = launch
+        out.written = self.written
+        out.folded = {k: list(v) for k, v in self.folded.items()}
+        return out
+
+    @property
+    def nbytes(self) -> int:
+        return self._data.nbytes + 64 * len(self.folded)
 
     def records(self) -> list[Record]:
         return [Record(*(int(x) for x in row)) for row in self._data[: len(self)].tolist()]

@@ -1,7 +1,7 @@
 """One sanitized host call on the virtual gfx1250: binds a happens-before engine to each
 batch of the executor's waves, and collects every engine's records in one ring.
 
-The Launcher duck-types this object (`begin_batch` / `end_batch`); the user-facing layer
+`ShadowSession` is the Launcher's sanitizer (`emu.interfaces.Sanitizer`); the user-facing layer
 only sees what `finish` hands over: the ring's records, the site table JSON and the LDS
 buffers of the module.
 """
@@ -9,11 +9,14 @@ buffers of the module.
 from __future__ import annotations
 
 import itertools
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 from ldssan.passes.ir.types import byte_size
 
+from .emu import cluster_hooks
+from .emu.cluster_hooks import ClusterHooks
 from .emu.hooks import ShadowHooks
 from .emu.split import BatchSplit
 from .emu.launch import lds_layout
@@ -21,6 +24,24 @@ from .records import NO_SITE, VERBATIM_PER_KEY, Ring
 from .shadow import ShadowEngine
 
 _launch_ids = itertools.count()
+
+# called with (engine, sites_json) for the engine each sanitized batch begins with
+BatchObserver = Callable[[ShadowEngine, str], None]
+_BATCH_OBSERVERS: list[BatchObserver] = []
+
+
+@contextmanager
+def observing_batches(observer: BatchObserver) -> Iterator[None]:
+    """While inside, `observer(engine, sites_json)` is called for the engine every sanitized
+    batch of this process begins with (the one engine of a lone workgroup, or the batch
+    engine of a `split.BatchSplit`), before any event reaches it; the observer attaches a
+    `shadow.Listener` with `engine.listen`. The engines a batch splits into later are not
+    reported."""
+    _BATCH_OBSERVERS.append(observer)
+    try:
+        yield
+    finally:
+        _BATCH_OBSERVERS.remove(observer)
 
 
 @dataclass(frozen=True)
@@ -45,6 +66,7 @@ class SessionOutcome:
     sites_json: str
     coverage_json: str
     buffers: tuple[LdsBufferInfo, ...]
+    memo: str = ""  # the call's memo outcome (runtime/emu/memo.py): replayed, recorded, not memoizable: ...
 
 
 class ShadowSession:
@@ -59,6 +81,15 @@ class ShadowSession:
         self.engines: list[ShadowEngine] = []  # every engine begun since the last end_batch
         self._open: list = []  # their finish calls (a batch's: `split.BatchSplit.finish`)
         self.kernels: list[str] = []
+        self.memo = ""  # set by runtime/emu/memo.py
+
+    # -- called by runtime/emu/memo.py: an identical earlier call's records stand for this one's --
+    def memo_snapshot(self) -> "_Snapshot":
+        return _Snapshot(self.ring.relabelled(self.launch), tuple(self.kernels))
+
+    def replay(self, snapshot: "_Snapshot") -> None:
+        self.ring = snapshot.ring.relabelled(self.launch)
+        self.kernels = list(snapshot.kernels)
 
     # -- called by the emulator's Launcher ------------------------------------------------------
     def begin_batch(self, prog, waves, chunk, grid, lds_bytes):
@@ -77,13 +108,24 @@ class ShadowSession:
 
         if len(chunk) == 1:
             engine = new_engine(groups, self.ring)
+            self._observed(engine)
+            checked = cluster_hooks.attach(waves, grid, self.ring, self.launch)  # the cluster's first team
+            if checked is not None:
+                self._open.append(checked)
+            link = getattr(waves[0], "mcast", None)
+            hooks = ShadowHooks if link is None or link.checker is None else ClusterHooks
             for ctx in waves:
-                ctx.san = ShadowHooks(engine, ctx)
+                ctx.san = hooks(engine, ctx)
             self._open.append(engine.finish)
             return lambda ctx: engine.wave_end(ctx.wave, NO_SITE)
         batch = BatchSplit(waves, groups, new_engine, self.ring, may_split=prog.may_split)
+        self._observed(batch.engine)
         self._open.append(batch.finish)
         return lambda ctx: batch.wave_end(ctx, NO_SITE)
+
+    def _observed(self, engine: ShadowEngine) -> None:
+        for observer in _BATCH_OBSERVERS:
+            observer(engine, self.sites_json)
 
     def end_batch(self) -> int:
         """Every engine begun since the last call has run to its end. Returns how many of
@@ -98,7 +140,19 @@ class ShadowSession:
         self.on_finish(SessionOutcome(
             entry=self.entry, kernels=tuple(self.kernels), launch=self.launch, ring=self.ring,
             sites_json=self.sites_json, coverage_json=self.view.attrs.get("ldssan.coverage", "{}"),
-            buffers=lds_buffers(self.view)))
+            buffers=lds_buffers(self.view), memo=self.memo))
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """A finished call's records and kernels, kept by the launch memo."""
+
+    ring: Ring
+    kernels: tuple[str, ...]
+
+    @property
+    def nbytes(self) -> int:
+        return self.ring.nbytes
 
 
 def lds_buffers(view) -> tuple[LdsBufferInfo, ...]:

@@ -17,8 +17,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ldssan.passes.ir.errors import UsageError
 
-class IsaParseError(ValueError):
+
+class IsaParseError(UsageError, ValueError):
     """ISA text ldssan cannot read: names the line and what is wrong."""
 
 

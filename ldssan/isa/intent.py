@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ldssan.passes.ir.errors import LdssanError
 from ldssan.passes.abi import CopyKind
 from ldssan.passes.gfx1250 import ASYNC_COPIES, TDM_OPS, WAITS
 from ldssan.passes.ir.irview import Block, Op
@@ -43,7 +44,7 @@ _OTHER = {"rocdl.raw.ptr.buffer.load": "buffer_load", "rocdl.raw.ptr.buffer.stor
 _LOOPS = ("scf.for", "scf.while")
 
 
-class IntentUnavailable(ValueError):
+class IntentUnavailable(LdssanError, ValueError):
     """The IR has a construct the flattening does not model (names the op and its line)."""
 
 

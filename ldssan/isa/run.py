@@ -17,12 +17,13 @@ import sysconfig
 import traceback
 from pathlib import Path
 
+from ldssan.passes.ir.errors import UsageError
 from .capture import capture_builds
 from .check import check_build
 from .findings import KernelResult
 
 
-class IsaTargetError(ValueError):
+class IsaTargetError(UsageError, ValueError):
     """A FILE::FUNC that names nothing callable, or a call that built no kernel."""
 
 

@@ -23,6 +23,7 @@ import threading
 from dataclasses import replace
 from typing import Callable
 
+from ldssan.passes.ir.caches import register_cache
 from ldssan import config
 
 from .capture import capture_builds
@@ -33,7 +34,7 @@ from .violations import finding_violation
 SEVERITY = {"warn": "warning", "error": "error"}
 
 _lock = threading.Lock()
-_checked: dict[tuple, tuple[KernelResult, ...]] = {}
+_checked: dict[tuple, tuple[KernelResult, ...]] = register_cache({})
 _installed = False
 _collector: Callable | None = None
 

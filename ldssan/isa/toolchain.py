@@ -17,10 +17,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ldssan.passes.ir.errors import UsageError
 from ldssan.scoped import scoped_items
 
 
-class IsaToolchainError(RuntimeError):
+class IsaToolchainError(UsageError, RuntimeError):
     """No usable linker (or assembler) for the gfx1250 code object: says what is missing."""
 
 

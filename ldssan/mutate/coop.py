@@ -17,10 +17,11 @@ Only what the module itself defines is mutated: `BlockRadixSort` calls the origi
 from types import ModuleType
 from typing import Callable
 
+from ldssan.passes.ir.caches import register_cache
 from .target import Case, register_cases
 
 PACKAGE = "flydsl.extension.coop"
-_LAUNCHERS: dict[tuple[str, str], object] = {}
+_LAUNCHERS: dict[tuple[str, str], object] = register_cache({})
 
 
 def _launcher(block: int, body):

@@ -27,13 +27,14 @@ import tempfile
 import time
 import uuid
 
+from ldssan.passes.ir.errors import UsageError
 from .engines import Engine, died
 from .worker import Outcome, Task, evaluate, init_worker
 
 _POLL = 0.05  # seconds between looks at the completed queue while waiting
 
 
-class ClusterError(RuntimeError):
+class ClusterError(UsageError, RuntimeError):
     """A --cluster value ldssan cannot use: dask missing, a bad address, no workers."""
 
 

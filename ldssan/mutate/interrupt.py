@@ -16,10 +16,12 @@ from __future__ import annotations
 import signal
 import threading
 
+from ldssan.passes.ir.errors import LdssanError
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-class CampaignInterrupted(Exception):
+class CampaignInterrupted(LdssanError):
     """A stop signal arrived while the campaign ran."""
 
     def __init__(self, signum: int) -> None:

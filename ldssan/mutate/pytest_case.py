@@ -41,12 +41,13 @@ import sys
 from dataclasses import dataclass
 from types import ModuleType
 
+from ldssan.passes.ir.errors import UsageError
 from ldssan.scoped import scoped_items
 
 from .target import Case, Target
 
 
-class PytestCaseError(LookupError):
+class PytestCaseError(UsageError, LookupError):
     """A --pytest test the campaign cannot take as a case (named, with its file and line)."""
 
 

@@ -6,8 +6,8 @@ which, from the clean kernel alone, independently of the engine's own check:
 
 1. `Probe` records, during the clean kernel's sanitized launches, every ds access (wave,
    site, LDS bytes per lane, read/write/atomic) with the wave's barrier count at that point,
-   and which site each barrier instance was (the events the engine receives; nothing is
-   changed);
+   and which site each barrier instance was (the events the engine receives, as its
+   `shadow.Listener`; nothing is changed);
 2. `reliance` joins the accesses byte by byte: a pair of accesses of *different waves* of one
    workgroup to one byte, not both reads and not both atomics, with `a` before barrier
    instance k and `b` after instance j >= k (a's signal count < k <= b's wait count), is
@@ -42,7 +42,6 @@ _MAX_EVENTS = 200_000  # ds access events per batch the probe keeps
 class _Batch:
     sites_json: str
     n_waves: int
-    engine: object  # kept alive: batches are found by id(engine)
     nsig: list[int] = field(default_factory=list)
     nwait: list[int] = field(default_factory=list)
     instance_site: dict[int, int] = field(default_factory=dict)  # barrier instance (1-based) -> site
@@ -51,82 +50,81 @@ class _Batch:
     dropped: bool = False  # more than _MAX_EVENTS accesses: not recorded, not judged
 
 
-class Probe:
-    """Context manager: record the ds accesses and barriers of the sanitized launches inside
-    it (the engine and the session are wrapped, not changed; restored on exit)."""
+def _probing() -> str:
+    return "the reliance probe records each launch's accesses"
 
-    def __init__(self) -> None:
-        self.batches: dict[int, _Batch] = {}
-        self._saved: list = []
 
-    def __enter__(self) -> "Probe":
-        from ldssan.runtime.session import ShadowSession
-        from ldssan.runtime.shadow import ShadowEngine
+class _Recorder:
+    """The `shadow.Listener` of one batch's engine: fills its `_Batch`."""
+
+    def __init__(self, batch: _Batch) -> None:
+        self.b = batch
+
+    def ds(self, engine, wave, site, addr, nbytes, kind, mask) -> None:
         from ldssan.runtime.shadow.operands import lane_payload
 
-        probe = self
+        b = self.b
+        if b.dropped:
+            return
+        if len(b.events) >= _MAX_EVENTS:
+            b.dropped, b.events = True, []
+            return
+        pay = lane_payload(addr, mask, nbytes, engine.n_lanes)
+        b.events.append((int(wave), int(site), int(kind), b.nsig[wave], b.nwait[wave], pay[1], pay[2], pay[3]))
 
-        def begin_batch(session, *args, **kwargs):
-            done = orig["begin_batch"](session, *args, **kwargs)
-            engine = session.engines[-1]
-            n = engine.n_waves
-            probe.batches[id(engine)] = _Batch(session.sites_json, n, engine, [0] * n, [0] * n)
-            return done
+    def dma(self, engine, wave, site, addr, nbytes, kind, mask) -> None:
+        self.b.copies += 1
 
-        def ds(engine, wave, site, addr, nbytes, kind, mask):
-            b = probe.batches.get(id(engine))
-            if b is not None and not b.dropped:
-                if len(b.events) >= _MAX_EVENTS:
-                    b.dropped, b.events = True, []
-                    return orig["ds"](engine, wave, site, addr, nbytes, kind, mask)
-                pay = lane_payload(addr, mask, nbytes, engine.n_lanes)
-                b.events.append((int(wave), int(site), int(kind), b.nsig[wave], b.nwait[wave], pay[1], pay[2], pay[3]))
-            return orig["ds"](engine, wave, site, addr, nbytes, kind, mask)
+    def tdm(self, engine, wave, site, offsets, kind) -> None:
+        self.b.copies += 1
 
-        def barrier_signal(engine, wave, site, barrier_id=-1):
-            b = probe.batches.get(id(engine))
-            if b is not None and barrier_id == -1:
-                b.nsig[wave] += 1
-                b.instance_site.setdefault(b.nsig[wave], int(site))
-            return orig["barrier_signal"](engine, wave, site, barrier_id)
+    def barrier_signal(self, engine, wave, site, barrier_id=-1) -> None:
+        b = self.b
+        if barrier_id == -1:
+            b.nsig[wave] += 1
+            b.instance_site.setdefault(b.nsig[wave], int(site))
 
-        def barrier_wait(engine, wave, site, barrier_id=-1):
-            b = probe.batches.get(id(engine))
-            if b is not None and barrier_id == -1 and b.nwait[wave] < b.nsig[wave]:
-                b.nwait[wave] += 1
-            return orig["barrier_wait"](engine, wave, site, barrier_id)
+    def barrier_wait(self, engine, wave, site, barrier_id=-1) -> None:
+        b = self.b
+        if barrier_id == -1 and b.nwait[wave] < b.nsig[wave]:
+            b.nwait[wave] += 1
 
-        def copy(name):
-            def issue(engine, *args, **kwargs):
-                b = probe.batches.get(id(engine))
-                if b is not None:
-                    b.copies += 1
-                return orig[name](engine, *args, **kwargs)
-            return issue
 
-        orig = {"begin_batch": ShadowSession.begin_batch, "ds": ShadowEngine.ds,
-                "barrier_signal": ShadowEngine.barrier_signal, "barrier_wait": ShadowEngine.barrier_wait,
-                "dma": ShadowEngine.dma, "tdm": ShadowEngine.tdm}
-        wraps = {"begin_batch": begin_batch, "ds": ds, "barrier_signal": barrier_signal,
-                 "barrier_wait": barrier_wait, "dma": copy("dma"), "tdm": copy("tdm")}
-        for name, fn in wraps.items():
-            cls = ShadowSession if name == "begin_batch" else ShadowEngine
-            self._saved.append((cls, name, cls.__dict__.get(name)))
-            setattr(cls, name, fn)
+class Probe:
+    """Context manager: record the ds accesses and barriers of the sanitized launches inside
+    it, as a listener of each batch's engine (`runtime.session.observing_batches`; nothing is
+    changed)."""
+
+    def __init__(self) -> None:
+        self.batches: list[_Batch] = []
+        self._observing = None
+
+    def _begun(self, engine, sites_json: str) -> None:
+        n = engine.n_waves
+        batch = _Batch(sites_json, n, [0] * n, [0] * n)
+        self.batches.append(batch)
+        engine.listen(_Recorder(batch))
+
+    def __enter__(self) -> "Probe":
+        from ldssan.runtime.emu import memo
+        from ldssan.runtime.session import observing_batches
+
+        self._observing = observing_batches(self._begun)
+        self._observing.__enter__()
+        memo.add_observer(_probing)  # a replayed launch would record no access here
         return self
 
     def __exit__(self, *exc) -> bool:
-        for cls, name, old in reversed(self._saved):
-            if old is None:
-                delattr(cls, name)
-            else:
-                setattr(cls, name, old)
-        self._saved.clear()
+        from ldssan.runtime.emu import memo
+
+        memo.remove_observer(_probing)
+        self._observing.__exit__(*exc)
+        self._observing = None
         return False
 
     def result(self) -> dict:
         """The JSON-ready reliance table of everything recorded (`reliance`)."""
-        return reliance(list(self.batches.values()))
+        return reliance(list(self.batches))
 
 
 # ----------------------------------------------------------------------------- the join

@@ -17,12 +17,14 @@ import json
 import os
 from dataclasses import dataclass
 
+from ldssan.passes.ir.errors import UsageError
+
 FORMAT = "ldssan.mutate/1"
 BASELINE = "<baseline>"
 _KEYS = ("store", "kind", "digest", "id", "config", "record")
 
 
-class StoreError(ValueError):
+class StoreError(UsageError, ValueError):
     """A store file ldssan cannot read (not a campaign store, or a corrupt line)."""
 
 

@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable
 
+from ldssan.passes.ir.errors import LdssanError
+
 CASES_FUNCTION = "ldssan_cases"
 _REGISTRY: dict[str, Callable[[], list["Case"]]] = {}
 
@@ -71,7 +73,7 @@ class Target:
         return self.module or self.path
 
 
-class MissingKernel(LookupError):
+class MissingKernel(LdssanError, LookupError):
     """The named kernel module or file does not exist (yet)."""
 
 

@@ -38,6 +38,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
+from ldssan.passes.ir.caches import register_cache
 from ldssan.variants import Edit, original_path
 
 from .syncbug import sync_sites
@@ -252,7 +253,7 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}"[:300]
 
 
-_CASES: dict[str, list] = {}
+_CASES: dict[str, list] = register_cache({})
 COOP_PACKAGE = "flydsl.extension.coop"  # ldssan.mutate.coop has cases for its modules
 
 

@@ -8,10 +8,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ldssan.passes.ir.errors import UsageError
 from ldssan.runtime.emu.sched import OUTPUT_POLICIES, Policy
 
 
-class RowsError(ValueError):
+class RowsError(UsageError, ValueError):
     """Something `ldssan rows` cannot work with (a bad function result, too few runs, ...)."""
 
 

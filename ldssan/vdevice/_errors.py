@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import sys
 
+from ldssan.passes.ir.errors import LdssanError
+
 _SKIP = (os.sep + "torch" + os.sep, os.sep + "ldssan" + os.sep + "vdevice" + os.sep, os.sep + "contextlib.py")
 
 
-class VirtualDeviceError(RuntimeError):
+class VirtualDeviceError(LdssanError, RuntimeError):
     """A torch GPU feature the virtual gfx1250 does not provide (names the call and where)."""
 
 

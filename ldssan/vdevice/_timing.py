@@ -116,10 +116,17 @@ def _parse(orig):
 _WRAPS = {"__init__": _init, "_start_trace": _start_trace, "__exit__": _exit, "_parse_kineto_results": _parse}
 
 
+def _profiling() -> str | None:
+    """A profiler records each launch's execution as a device event: no launch is replayed."""
+    return "a torch profiler window records each launch as a device event" if _windows else None
+
+
 def install() -> dict:
     """Wrap the profiler's and the emulator's seams; returns what `uninstall` puts back."""
+    from ldssan.runtime.emu import memo
     from ldssan.runtime.emu.launch import Launcher
 
+    memo.add_observer(_profiling)
     saved = {name: _PROFILE.__dict__.get(name, _MISSING) for name in _WRAPS}
     for name, wrap in _WRAPS.items():
         setattr(_PROFILE, name, wrap(getattr(_PROFILE, name)))
@@ -129,8 +136,10 @@ def install() -> dict:
 
 
 def uninstall(saved: dict) -> None:
+    from ldssan.runtime.emu import memo
     from ldssan.runtime.emu.launch import Launcher
 
+    memo.remove_observer(_profiling)
     Launcher.launch_kernel = saved.pop("launch_kernel")
     for name, value in saved.items():
         if value is _MISSING:

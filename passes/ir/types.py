@@ -23,6 +23,8 @@ from functools import lru_cache
 import ml_dtypes
 import numpy as np
 
+from .caches import register_cache
+
 
 @dataclass(frozen=True, slots=True)
 class Type:
@@ -197,6 +199,7 @@ class _Parser:
         return Type("other", name=word)
 
 
+@register_cache
 @lru_cache(maxsize=4096)
 def parse_type(text: str) -> Type:
     p = _Parser(text)

@@ -33,6 +33,7 @@ import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from ldssan.passes.ir.errors import LdssanError
 from ..records import Record, RecordFormatError, Ring
 from . import layout as L
 from .emulated import _LINK_FAILURES, DEFAULT_CAPACITY
@@ -43,11 +44,11 @@ RING_SYMBOL = L.RING_GLOBAL  # the module global a standalone code object reads 
 HW_OPTION = "target=hw"  # in the sentinel: FlyDSL's whole pipeline after the link, a real launch
 
 
-class HardwareUnavailable(RuntimeError):
+class HardwareUnavailable(LdssanError, RuntimeError):
     """No gfx1250 HIP device here (the message says what is missing)."""
 
 
-class HardwareRunError(RuntimeError):
+class HardwareRunError(LdssanError, RuntimeError):
     """A device run whose records cannot be attributed (the message says why)."""
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 
+from ldssan.passes.ir.errors import UsageError
 from ldssan.passes.abi import WAIT_ASYNCMARK
 
 from .hooks_ir import NOT_YET, Hooks
@@ -27,7 +28,7 @@ END = "__ldssan_end"  # before each gpu.return: the wave's end (LDS013, its fina
 COPY_HOOKS = ("__ldssan_dma", "__ldssan_tdm")
 
 
-class DeviceLinkError(RuntimeError):
+class DeviceLinkError(UsageError, RuntimeError):
     """The device runtime cannot be linked into this kernel; the message says why and where."""
 
 

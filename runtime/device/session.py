@@ -55,7 +55,7 @@ def outcome(ring: Ring, grid: tuple | None, *, entry: str, kernels: tuple, launc
 
 
 class EmulatedCall:
-    """The emulator's sanitizer for one host call under FLYDSL_LDSSAN_DEVICE=emulated: no
+    """The emulator's sanitizer (`emu.interfaces.Sanitizer`) for one host call under FLYDSL_LDSSAN_DEVICE=emulated: no
     engine (the linked kernel checks itself); the host launcher's part (global-scratch
     slots) is `emulated._Launches`'; when the call returns, the buffer is read back."""
 
@@ -75,8 +75,8 @@ class EmulatedCall:
             self.kernels.append(prog.name)
         return self.binder.begin_batch(prog, waves, chunk, grid, lds_bytes)
 
-    def end_batch(self) -> None:
-        pass
+    def end_batch(self) -> int:
+        return 0  # no engine here, so no batch of it splits
 
     def finish(self) -> None:
         # kernels of one call with different grids: a 2-D record is then refused (linear_workgroup)

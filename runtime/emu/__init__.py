@@ -10,6 +10,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import replace
 
+from ldssan.passes.ir.errors import LdssanError
 from .. import arguments
 from .errors import EmulationError, UnsupportedOp
 from .frontend import EmuConfig, active, current
@@ -28,7 +29,7 @@ __all__ = [
 ]
 
 
-class EmulateRefused(RuntimeError):
+class EmulateRefused(LdssanError, RuntimeError):
     """`emulate()` inside a sanitizer that cannot run its launches as asked (the device
     runtime on a real gfx1250; lockstep under the device runtime): refused, never unchecked."""
 

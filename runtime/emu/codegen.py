@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ldssan.passes.ir.caches import register_reset
 from . import rt, taint as _taint
 from ldssan.passes.ir.irview import Block, Function, Loc, ModuleView, Op
 from .ops import load_all
@@ -268,6 +269,7 @@ def translate_lockstep(view: ModuleView, fn_name: str, *, batched: bool,
         return None, why
 
 
+@register_reset
 def clear_cache() -> None:
     """Forget every translated program (tests; a process that reloads emitters)."""
     _CACHE.clear()

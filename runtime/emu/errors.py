@@ -4,8 +4,10 @@ ldssan error that names the op and its source line, never as a bare Python excep
 
 from __future__ import annotations
 
+from ldssan.passes.ir.errors import LdssanError
 
-class EmulationError(RuntimeError):
+
+class EmulationError(LdssanError, RuntimeError):
     """The virtual gfx1250 failed on an op of the kernel (`op_name`, `loc`: where)."""
 
     def __init__(self, message: str, op_name: str = "", loc=None):
@@ -22,10 +24,14 @@ class UnsupportedOp(EmulationError, NotImplementedError):
         super().__init__(f"ldssan-emu: no implementation for '{op_name}' at {loc}{more}", op_name, loc)
 
 
+class EmuLaunchError(LdssanError, ValueError):
+    """A launch argument the virtual gfx1250 cannot take (names the argument)."""
+
+
 def is_ldssan_error(exc: BaseException) -> bool:
     # ldssan's own errors (memory faults, deadlocks, step budgets, ...) already say what went
     # wrong in the kernel's terms; only Python's built-in exceptions need translating.
-    return type(exc).__module__.startswith("ldssan.")
+    return isinstance(exc, LdssanError)
 
 
 def fail_closed(exc: Exception, at, during: str) -> Exception:

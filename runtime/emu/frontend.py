@@ -27,15 +27,17 @@ import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from ldssan.passes.ir.caches import register_reset
 from ldssan.passes import locations
 from ldssan.passes.ir.irview import view_module
-from . import calls, threads
+from . import calls, memo, threads, unchecked
+from .unchecked import file_of, module_kernels, unchecked_fragments
 from .calls import CALLS, LaunchNotRun  # noqa: F401  (the pytest plugin's and users' names)
 from .launch import AUTO, Launcher, bind_pointers, host_arguments
 from .memory import GlobalMemory, in_host_memory
 from .sched import Policy
 
-SENTINEL = "ldssan"
+SENTINEL = unchecked.SENTINEL
 VERSION = "0.1.0"
 
 
@@ -54,6 +56,11 @@ class EmuConfig:
     # on_fault(exc, entry, sanitizer) -> the exception to raise for a launch that raised `exc`
     # (the sanitizer records it: a caught fault still reaches the report), or None
     on_fault: object = None
+    memo: "memo.Memo | None" = None  # identical host calls replayed (memo.py); None: off
+    # scope.covers([(kernel symbol, defining file), ...]) -> whether a module with these kernels
+    # is instrumented; one it leaves out is built plain and its launches reported through
+    # scope.skipped(kernels) (ldssan.scope.Scope; None: every module). Part of the launch key.
+    scope: object = None
 
 
 _state = threading.local()
@@ -192,7 +199,11 @@ def install() -> None:
     def prepare(cls, module, **kwargs):
         asm, pcfg = orig_prepare(cls, module, **kwargs)
         cfg = current()
-        if cfg is not None and cfg.sanitize:
+        if cfg is not None and cfg.sanitize and cfg.scope is not None and not cfg.scope.covers(module_kernels(module)):
+            # outside the scope: FlyDSL keys its caches on these fragments, so a plain build never
+            # stands in for a checked one (nor the reverse)
+            pcfg.fragments = unchecked_fragments(pcfg.fragments, sentinel_fragment(EmuConfig()))
+        elif cfg is not None and cfg.sanitize:
             # FlyDSL's key omits locations; the site table bakes them in, so key on them too.
             located = module.operation.get_asm(enable_debug_info=True, assume_verified=True)
             digest = hashlib.sha256(located.encode()).hexdigest()[:12]
@@ -281,6 +292,7 @@ def _is_emu_artifact(artifact) -> bool:
 _VIEWS: dict[str, tuple] = {}
 
 
+@register_reset
 def clear_caches() -> None:
     """Forget parsed artifact modules, launched specializations and the source digest
     (`ldssan.runtime.reset_caches`)."""
@@ -382,7 +394,7 @@ def _specialization(jf, args, kwargs, cfg):
         bound.apply_defaults()
         jf._resolve_arguments(bound.arguments)
         parts = tuple((n, _static_key(v) if n in static else cache_signature(v)) for n, v in bound.arguments.items())
-        key = (parts, _static_key(hints), _env_key(), sentinel_fragment(cfg), _globals_key(jf.func))
+        key = (parts, _static_key(hints), _env_key(), sentinel_fragment(cfg), cfg.scope, _globals_key(jf.func))
         hash(key)
     except (TypeError, ValueError, _Unkeyable):
         return None, None
@@ -477,10 +489,12 @@ class EmuCallState:
         sanitizer = None
         if "ldssan.sites" in view.attrs and cfg.sanitizer_factory is not None:
             sanitizer = cfg.sanitizer_factory(view.attrs["ldssan.sites"], entry, view)
+        elif cfg.sanitize and cfg.scope is not None:  # built plain: outside the scope
+            cfg.scope.skipped([(n, file_of(f.loc)) for n, f in view.functions.items() if f.is_kernel])
         launcher = Launcher(view, gmem, policy=cfg.policy, batch=cfg.batch, time_limit=cfg.time_limit,
                             step_budget=cfg.step_budget, ir_key=key, sanitizer=sanitizer, resident=cfg.resident)
         try:
-            launcher.run_host(entry, values)
+            memo.run_host(cfg.memo, launcher, entry, values, raws)
             cfg.launches.extend(launcher.records)
             if sanitizer is not None:
                 sanitizer.finish()

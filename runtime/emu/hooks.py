@@ -15,6 +15,8 @@ from .tdm import lds_footprint
 
 
 class ShadowHooks:
+    """`interfaces.Hooks` on a happens-before engine: each hook call as the engine's event."""
+
     __slots__ = ("engine", "wave", "ctx", "ds_count", "ds_last")
 
     def __init__(self, engine, ctx):

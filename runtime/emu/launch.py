@@ -1,8 +1,7 @@
 """Launching on the virtual gfx1250: the host launcher, LDS layout, workgroup batches.
 
-FlyDSL's own host function (`func.func @<jit name>`) is translated like a kernel (one
-lane) and run with the packed argument values, so grid, block, dynamic LDS and argument
-layout come from FlyDSL. Its `gpu.launch_func` lands in `Launcher.launch_kernel`.
+FlyDSL's own host function (`func.func @<jit name>`) is translated like a kernel (one lane)
+and run with the packed argument values: grid, block, dynamic LDS, layout come from FlyDSL. Its `gpu.launch_func` lands in `Launcher.launch_kernel`.
 
 Argument values are decoded from the bytes FlyDSL's own fills wrote into its ctypes slots,
 read as the host function's parameter types (one slot per parameter): a dynamic-layout
@@ -13,14 +12,13 @@ launch can prove (see `memory.py`); any other address is an error naming the arg
 Cluster launches (`gpu.launch_func ... clusters in (cx, cy, cz)`, FlyDSL's
 `launch(cluster=...)`): the grid is tiled by clusters of cx*cy*cz workgroups (at most 16,
 the width of the multicast mask; every grid dim a multiple of its cluster dim: partial
-clusters are refused, their membership is not modeled). The workgroups of a cluster are always resident together, interleaved
-by the scheduler, so that cluster barriers (`s_barrier_signal/wait -3`) can complete;
-`resident=N` runs N // (cluster size) clusters at once (at least one), and batching is
-off for cluster launches. Each wave knows its cluster: `cdim` (cluster dims), `cid`
-(cluster id in the grid = workgroup id // cdim), `cwg` (workgroup id within the cluster =
-workgroup id % cdim) and `cluster` (which cluster of the scheduler run, None outside a
-cluster launch). Outside a cluster launch a workgroup is its own cluster of one:
-cluster id = workgroup id, workgroup id within the cluster = 0.
+clusters are refused). A cluster's workgroups are always resident together, interleaved by
+the scheduler, so that cluster barriers (`s_barrier_signal/wait -3`) can complete and TDM
+multicast reaches their LDS (`multicast.bind`); `resident=N` runs N // (cluster size)
+clusters at once (at least one); no batching. Each wave knows its cluster: `cdim` (cluster
+dims), `cid` (cluster id in the grid = workgroup id // cdim), `cwg` (workgroup id within the
+cluster = workgroup id % cdim), `cluster` (which cluster of the run, None outside one);
+outside a cluster launch a workgroup is its own cluster of one (`cwg` = 0).
 """
 
 from __future__ import annotations
@@ -31,8 +29,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import taint as _taint
+from ldssan.passes.ir.caches import register_cache
+from . import multicast, taint as _taint
 from .codegen import Program, translate, translate_lockstep
+from .errors import EmuLaunchError
 from ldssan.passes.ir.irview import ModuleView, walk
 from .memory import EmuMemoryError, GlobalMemory, LocalMemory
 from .sched import BatchDivergence, Policy, Scheduler
@@ -94,10 +94,6 @@ def lds_layout(view: ModuleView, dynamic_bytes: int = 0) -> tuple[dict[str, int]
     for name in dynamic:
         offsets[name] = cur
     return offsets, cur + dynamic_bytes
-
-
-class EmuLaunchError(ValueError):
-    """A launch argument the virtual gfx1250 cannot take (names the argument)."""
 
 
 def cluster_dims(name: str, grid: tuple[int, int, int], cluster) -> tuple[int, int, int] | None:
@@ -232,7 +228,7 @@ def builds_global_pointers(view: ModuleView) -> bool:
     return got[1]
 
 
-_BUILDS_POINTERS: dict[int, tuple[ModuleView, bool]] = {}
+_BUILDS_POINTERS: dict[int, tuple[ModuleView, bool]] = register_cache({})
 
 
 @dataclass
@@ -447,6 +443,8 @@ class Launcher:
                                                 batched=False, team=len(teams)))
                     place_in_cluster(contexts[-1], None, None)
                 teams.append((waves, [group], lds))
+            if dims is not None:  # TDM multicast writes the LDS of the cluster's workgroups
+                multicast.bind(teams[-len(members):], len(members))
         return self._schedule(prog, teams, grid, args, 1, lockstep=contexts or None)
 
     def _schedule(self, prog, teams, grid, args, lanes_per_wave_group: int,
@@ -531,8 +529,8 @@ arguments: torch tensors (default dynamic layout), from_torch_tensor / from_dlpa
   scalars of every width, constexprs, @fx.struct values
 barriers: gpu.barrier, s_barrier, split workgroup barrier (-1), cluster barrier (-3, in a
   cluster launch); refused: named (1..16) and trap barriers, cluster-barrier isfirst
-copies: TDM 2-D load/store (pad, out-of-bounds zero fill; workgroup mask 0 or the loading
-  workgroup's own bit; multicast to peers refused), async global<->LDS b8..b128
+copies: TDM 2-D load/store (pad, out-of-bounds zero fill; multicast into the cluster peers
+  the workgroup mask names, the issuer's bit included), async global<->LDS b8..b128
   (cluster.load.async.to.lds refused)
 anything else is an UnsupportedOp naming the op and its Python line: please report it"""
 

@@ -26,8 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ldssan.passes.ir.errors import LdssanError
 
-class EmuMemoryError(RuntimeError):
+
+class EmuMemoryError(LdssanError, RuntimeError):
     pass
 
 

@@ -38,13 +38,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ldssan.passes.ir.errors import LdssanError
 from .wave import NullHooks, StepBudgetExceeded, WaveCtx
 
 ASYNC = ("late", "early", "random")
 CLUSTER_BARRIER = -3  # s_barrier_signal / s_barrier_wait id of the cluster user barrier
 
 
-class DeadlockError(RuntimeError):
+class DeadlockError(LdssanError, RuntimeError):
     pass
 
 
@@ -61,7 +62,7 @@ class BarrierDivergenceError(DeadlockError):
     partial exec mask (plain emulation; the sanitizer reports these as LDS020)."""
 
 
-class BatchDivergence(RuntimeError):
+class BatchDivergence(LdssanError, RuntimeError):
     """Batched workgroups took different paths at a barrier; rerun them one at a time."""
 
 

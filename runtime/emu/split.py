@@ -20,16 +20,15 @@ from typing import Callable
 
 import numpy as np
 
-from ldssan.passes.abi import HOOKS
-
 from .hooks import ShadowHooks
+from .interfaces import HOOK_METHODS, hook_method
 from .wave import workgroups_reached
 
 WAVE = 32
 LOG_LANES = 1 << 24  # lanes of logged events (per-lane arrays of 8 bytes: ~128 MiB at most)
-# the hook methods of `ShadowHooks` a batch forwards (every `__ldssan_*` hook of the ABI)
-# (and `stored`, which only the emulator calls: the bytes of a store, hooks.py)
-METHODS = tuple(name.removeprefix("__ldssan_") for name in HOOKS) + ("stored",)
+# the hook methods of `ShadowHooks` a batch forwards (every `__ldssan_*` hook of the ABI, and
+# the emulator-only `stored`)
+METHODS = HOOK_METHODS
 _INNER = {name: getattr(ShadowHooks, name) for name in METHODS}
 
 
@@ -170,8 +169,7 @@ def _forward(name: str):
             batch.divide()
         batch.to_groups(self.index, name, args)
 
-    call.__name__ = name
-    return call
+    return hook_method("BatchHooks", name, call)
 
 
 for _name in METHODS:

@@ -37,6 +37,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ldssan.passes.ir.caches import register_cache, register_reset
+
 _EMPTY = np.zeros(0, np.int64)
 _EMPTY.flags.writeable = False
 
@@ -98,6 +100,7 @@ class Tdm2D:
 
 # Kernels issue the same few descriptors over and over (per stage and slot): cache the
 # index arithmetic. Results are read-only.
+@register_cache
 @functools.lru_cache(maxsize=4096)
 def _grid(tile0, tile1, stride1, tdim0, tdim1, eb, pad_interval, pad_amount, lds_addr):
     r = np.arange(tile1, dtype=np.int64)[:, None]
@@ -122,6 +125,7 @@ class TileLayout(NamedTuple):
     hi: int
 
 
+@register_cache
 @functools.lru_cache(maxsize=4096)
 def _layout(tile0, tile1, stride1, eb, pad_interval, pad_amount) -> TileLayout:
     g, lin, _inb = _grid(tile0, tile1, stride1, tile0, tile1, eb, pad_interval, pad_amount, 0)
@@ -131,6 +135,7 @@ def _layout(tile0, tile1, stride1, eb, pad_interval, pad_amount) -> TileLayout:
     return out
 
 
+@register_cache
 @functools.lru_cache(maxsize=4096)
 def _footprint(tile0, tile1, eb, pad_interval, pad_amount, lds_addr):
     _g, lds, _inb = _grid(tile0, tile1, 0, tile0, tile1, eb, pad_interval, pad_amount, lds_addr)
@@ -139,6 +144,7 @@ def _footprint(tile0, tile1, eb, pad_interval, pad_amount, lds_addr):
     return out
 
 
+@register_cache
 @functools.lru_cache(maxsize=4096)
 def _in_bounds_footprint(tile0, tile1, eb, pad_interval, pad_amount, lds_addr, cols, rows):
     _g, lds, inb = _grid(tile0, tile1, 0, cols, rows, eb, pad_interval, pad_amount, lds_addr)
@@ -325,6 +331,7 @@ def decode_batch(ctx, g0, g1, g2, g3) -> TdmBatch:
     return hit
 
 
+@register_reset
 def clear_cache() -> None:
     """Forget the decoded descriptors (tests comparing decoders)."""
     _DECODED.clear()

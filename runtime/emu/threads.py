@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import threading
 
+from ldssan.passes.ir.errors import LdssanError
+
 # thread ident -> (thread name, blocks it has open); read unlocked as a quick "any open?"
 open_blocks: dict[int, tuple[str, int]] = {}
 _lock = threading.Lock()
 
 
-class UncoveredThreadLaunch(RuntimeError):
+class UncoveredThreadLaunch(LdssanError, RuntimeError):
     """A FlyDSL launch from a thread no ldssan context covers, while another thread has an
     `emulate()` / `sanitize()` block open."""
 

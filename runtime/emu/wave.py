@@ -19,10 +19,14 @@ from collections import deque
 
 import numpy as np
 
+from ldssan.passes.ir.errors import LdssanError
+
+from .interfaces import HOOK_METHODS, hook_method
+
 WAVE = 32
 
 
-class StepBudgetExceeded(RuntimeError):
+class StepBudgetExceeded(LdssanError, RuntimeError):
     """A launch ran more loop iterations / scheduler steps than its budget (a runaway loop)."""
 
 
@@ -100,14 +104,37 @@ class Budget:
 
 
 class NullHooks:
-    """Hook adapter when no happens-before engine is attached: instrumentation is inert."""
+    """Hook adapter when no happens-before engine is attached: instrumentation is inert
+    (`interfaces.Hooks`, each hook a no-op; a name outside the ABI is an AttributeError)."""
 
-    def __getattr__(self, name):
-        return _ignore
+    __slots__ = ()
 
+    def ds(self, site, ptr, nbytes, kind, mask):
+        pass
 
-def _ignore(*args, **kwargs):
-    return None
+    def use(self, site, mask):
+        pass
+
+    def dma(self, site, ptr, nbytes, kind, mask):
+        pass
+
+    def tdm(self, site, g0, g1, g2, g3, kind, mask):
+        pass
+
+    def wait(self, site, counter, n, mask):
+        pass
+
+    def mark(self, site, mask):
+        pass
+
+    def barrier(self, site, form, bid, mask):
+        pass
+
+    def fence(self, site, ordering, scope, mask):
+        pass
+
+    def stored(self, site, data, mask):
+        pass
 
 
 def workgroups_reached(ctx, mask) -> np.ndarray | None:
@@ -342,11 +369,6 @@ class LockstepHooks:
             self._ds_each, self._use_each = self._fanout("ds"), self._fanout("use")
             self.ds, self.use = self._ds_all, self._use_all
 
-    def __getattr__(self, method):
-        call = self._fanout(method)
-        setattr(self, method, call)  # built once per hook name
-        return call
-
     def _ds_all(self, site, ptr, nbytes, kind, mask):
         ctx = self.ctx
         lanes = ctx.per_lane((ptr, nbytes, kind))
@@ -377,6 +399,18 @@ class LockstepHooks:
             for part, vals, m in split_whole(args[:-1]) if mask is full else split(mask, args[:-1]):
                 bound[id(part)](site, *vals, m)
         return call
+
+
+def _lockstep_hook(method: str):
+    def call(self, site, *args):
+        fn = self._fanout(method)
+        setattr(self, method, fn)  # built on first use, once per hook name and context
+        return fn(site, *args)
+    return hook_method("LockstepHooks", method, call)
+
+
+for _method in HOOK_METHODS:  # every hook (ABI and `stored`); ds/use are bound per instance when direct
+    setattr(LockstepHooks, _method, _lockstep_hook(_method))
 
 
 def _cut(values, lanes: list[int], idx) -> list:

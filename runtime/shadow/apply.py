@@ -209,8 +209,11 @@ class Applier:
         """At finish: the LDS030 records not retracted (each distinct one once: a repeated
         read holds equal ones), then §6a's pairs by consumption."""
         pushed = set()
+        peer = self._peer_bytes
         for eid in sorted(self._uninit):
             for rec in self._uninit[eid]:
+                if peer is not None and rec.lds_offset < peer.size and peer[rec.lds_offset]:
+                    continue  # written by a cluster peer's multicast (LDS014 orders it)
                 if rec not in pushed:
                     pushed.add(rec)
                     self.ring.push(rec)

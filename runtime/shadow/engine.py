@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from typing import Sequence
+from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -45,7 +45,29 @@ from .phases import Phases
 from .values import StoredValues
 from .waves import WaveState
 
-__all__ = ["ShadowEngine", "AccessKind", "CopyKind", "Counter"]
+__all__ = ["ShadowEngine", "Listener", "AccessKind", "CopyKind", "Counter"]
+
+
+@runtime_checkable
+class Listener(Protocol):
+    """Observes the events one `ShadowEngine` receives (`ShadowEngine.listen`), each called
+    with the engine and the event's arguments before the engine handles it. A listener only
+    looks: it changes neither the arguments nor the engine. The events are the ones a
+    reliance table needs (`ldssan/mutate/reliance.py`): LDS accesses, copies, barriers."""
+
+    def ds(self, engine: ShadowEngine, wave: int, site: int, addr, nbytes, kind, mask) -> None: ...
+
+    def dma(self, engine: ShadowEngine, wave: int, site: int, addr, nbytes, kind, mask) -> None: ...
+
+    def tdm(self, engine: ShadowEngine, wave: int, site: int, offsets, kind) -> None: ...
+
+    def barrier_signal(self, engine: ShadowEngine, wave: int, site: int, barrier_id: int = -1) -> None: ...
+
+    def barrier_wait(self, engine: ShadowEngine, wave: int, site: int, barrier_id: int = -1) -> None: ...
+
+
+#: the engine entry points a `Listener` observes
+LISTENED = ("ds", "dma", "tdm", "barrier_signal", "barrier_wait")
 
 
 class ShadowEngine(Intake, Phases, Ordering, Applier):
@@ -93,6 +115,24 @@ class ShadowEngine(Intake, Phases, Ordering, Applier):
         self._barrier_pairs: set = set()
         self._values = StoredValues()  # what ds stores wrote, when the executor says (LDS004)
         self._finished = False
+        self._peer_bytes: np.ndarray | None = None  # bytes a cluster peer's TDM multicast wrote
+
+    def peer_written(self, offsets) -> None:
+        """A cluster peer's TDM multicast writes these LDS bytes (of group 0): reads of them
+        are not LDS030. Whether the write is ordered with this workgroup's accesses is the
+        cluster checker's verdict (`peers.py`, LDS014), not this engine's."""
+        o = np.asarray(offsets, np.int64)
+        o = o[(o >= 0) & (o < self.lds_bytes)]
+        if self._peer_bytes is None:
+            self._peer_bytes = np.zeros(self.lds_bytes, bool)
+        self._peer_bytes[o] = True
+
+    def listen(self, listener: Listener) -> None:
+        """Call `listener` on each of this engine's `LISTENED` events from now on, before the
+        engine handles it. Only this instance's entry points are wrapped: an engine nobody
+        listens to runs its class's methods, at no cost."""
+        for name in LISTENED:
+            setattr(self, name, _notifying(self, getattr(self, name), getattr(listener, name)))
 
     def finish(self) -> None:
         """The batch ended: apply everything still buffered, push the records, free the shadow."""
@@ -105,3 +145,10 @@ class ShadowEngine(Intake, Phases, Ordering, Applier):
         self._flush_held()
         self._finished = True
         self._lds = None
+
+
+def _notifying(engine: ShadowEngine, handle, notify):
+    def call(*args, **kwargs):
+        notify(engine, *args, **kwargs)
+        return handle(*args, **kwargs)
+    return call

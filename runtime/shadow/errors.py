@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from ldssan.passes.ir.errors import LdssanError
 
-class ShadowInternalError(RuntimeError):
+
+class ShadowInternalError(LdssanError, RuntimeError):
     """An invariant of the shadow broke: an ldssan bug, reported as such (never a bare
     KeyError, never a clean verdict)."""
 
@@ -11,7 +13,7 @@ class ShadowInternalError(RuntimeError):
         super().__init__(f"ldssan: internal error in the LDS shadow: {detail}")
 
 
-class ShadowLimitError(RuntimeError):
+class ShadowLimitError(LdssanError, RuntimeError):
     """A launch went past a fixed bound of the shadow (its event ids, its phase counters):
     refused by name rather than wrapped."""
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ldssan.passes.ir.caches import register_reset
 from .tables import clear_read_groups
 
 __all__ = ["clear_caches", "lane_payload", "tdm_payload"]
@@ -30,6 +31,7 @@ _SEEN_MAX_BYTES = 16 << 20
 _seen_bytes = [0]
 
 
+@register_reset
 def clear_caches() -> None:
     """Drop every process-wide operand, footprint and read-group memo of the engine."""
     _LANES_SEEN.clear()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ldssan.passes.ir.caches import register_cache
 from ..records import NO_LANE  # noqa: F401
 from .classify import AccessInfo
 from .errors import ShadowLimitError
@@ -322,4 +323,4 @@ def tdm_footprint(offsets: list):
     return grp, byte, np.full(byte.size, NO_LANE, np.uint8)
 
 
-_LANE_FP: dict[int, LaneFootprints] = {}
+_LANE_FP: dict[int, LaneFootprints] = register_cache({})

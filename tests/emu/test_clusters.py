@@ -1,8 +1,9 @@
 """Cluster launches on the virtual gfx1250: FlyDSL's `launch(cluster=...)` runs the
 workgroups of a cluster resident at once; cluster ids, the cluster barrier (-3) and TDM
-loads whose workgroup mask names only the loading workgroup are modeled; multicast to
-peers, cluster barriers outside a cluster launch, trap / named barriers and bad cluster
-geometry are named errors with the op and its line.
+multicast into the LDS of the workgroups the mask names are modeled; masks naming a
+workgroup outside the cluster or leaving out the issuer, cluster barriers outside a
+cluster launch, trap / named barriers and bad cluster geometry are named errors with the
+op and its line.
 
 Expected values are computed from the launch geometry with torch / numpy, never copied
 from a run."""
@@ -332,7 +333,7 @@ LDS_HANDOFF = WAVE_ID + """
                          ids=["cluster-barrier-only", "with-workgroup-barrier"])
 def test_the_sanitizer_takes_no_lds_order_from_the_cluster_barrier(workgroup_barrier, reported):
     # the engine is per workgroup and the cluster barrier adds no LDS happens-before edge to
-    # it (conservative, as the README says); a workgroup barrier does
+    # it (conservative, as docs/virtual-gfx1250.md says); a workgroup barrier does
     report = _sanitize_cluster(LDS_HANDOFF.format(workgroup_barrier=workgroup_barrier))
     codes = {v.code for v in report.violations}
     assert ("LDS001" in codes) == reported, report.violations
@@ -384,6 +385,42 @@ def test_tdm_multicast_to_a_peer_is_refused_naming_the_op(sanitized):
     assert "not modeled" in msg and "please report" in msg, msg
 
 
+@pytest.mark.parametrize("mask, words", [(0b10, ("leaves out the issuing workgroup", "bit 0")),
+                                         (0b101, ("workgroup(s) [2]", "cluster holds 2"))])
+def test_tdm_multicast_masks_public_text_does_not_define_are_refused_in_a_cluster(mask, words):
+    # workgroup 0 of a 2-workgroup cluster: a mask without its own bit, or naming a bit past the cluster
+    text = module(_masked_tdm(mask), "%out: !llvm.ptr<1>, %src: !llvm.ptr<1>", 512)
+    with pytest.raises(UnsupportedOp) as info:
+        run_kernel(parse_module(text), "kern", grid=(2, 1, 1), block=(64, 1, 1),
+                   args=[np.zeros(64, np.int32), np.arange(24, dtype=np.int32)], cluster=(2, 1, 1))
+    msg = str(info.value)
+    assert "'rocdl.tensor.load.to.lds'" in msg and f"mask 0x{mask:04x}" in msg, msg
+    assert all(w in msg for w in words) and "please report" in msg, msg
+
+
+def test_tdm_multicast_writes_the_peer_s_lds_in_a_cluster():
+    # both workgroups load the tile with mask 0b11 but only workgroup 0's copy is live
+    # (pred 0 in workgroup 1): workgroup 1's LDS still receives it, from its peer
+    body = _masked_tdm(0b11)
+    old = "%g0 = vector.from_elements %c1, %c0, %lo, %hi : vector<4xi32>"
+    assert old in body
+    body = body.replace(old, """%bxp = gpu.block_id x
+      %bxp32 = arith.index_cast %bxp : index to i32
+      %pred = arith.subi %c1, %bxp32 : i32
+      %g0 = vector.from_elements %pred, %c0, %lo, %hi : vector<4xi32>""")
+    src = np.arange(100, 124, dtype=np.int32)
+    out = np.zeros(2 * 64, np.int32)
+    body = body.replace("llvm.getelementptr %out[%t]", "llvm.getelementptr %out[%ot]").replace(
+        "%p = llvm.getelementptr", """%c64o = arith.constant 64 : i32
+      %ob = arith.muli %bxp32, %c64o : i32
+      %ot = arith.addi %ob, %t : i32
+      %p = llvm.getelementptr""")
+    view = parse_module(module(body, "%out: !llvm.ptr<1>, %src: !llvm.ptr<1>", 512))
+    run_kernel(view, "kern", grid=(2, 1, 1), block=(64, 1, 1), args=[out, src], cluster=(2, 1, 1))
+    np.testing.assert_array_equal(out[64:104], _tdm_expect(src)[:40])
+    np.testing.assert_array_equal(out[:40], _tdm_expect(src)[:40])
+
+
 assert "{cfg}" in TDM_DESC  # _masked_tdm rewrites the config word this kernel takes
 
 
@@ -402,3 +439,13 @@ def test_ldssan_env_lists_what_the_virtual_gfx1250_runs(capsys):
         assert name in listed, name
     assert "rocdl.permlane16.swap" not in listed.split("refused")[0]
     assert "cluster launches" in out and "please report" in out
+
+
+def test_sanitized_multicast_mask_refusal_names_the_tdm_op():
+    # under the sanitizer the cluster hooks see the mask first; the refusal still names the op
+    text = module(_masked_tdm(0b10), "%out: !llvm.ptr<1>, %src: !llvm.ptr<1>", 512)
+    with pytest.raises(UnsupportedOp) as info:
+        sanitize_mlir(text, [np.zeros(64, np.int32), np.arange(24, dtype=np.int32)], grid=(2, 1, 1),
+                      cluster=(2, 1, 1))
+    msg = str(info.value)
+    assert "'rocdl.tensor.load.to.lds'" in msg and "leaves out the issuing workgroup" in msg, msg

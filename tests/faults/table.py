@@ -1,6 +1,6 @@
-"""The README's fault table ("What ldssan does when …"), kept here as data next to the
-tests that reproduce each row. `python -m tests.faults.table` prints the README section;
-`test_fault_table.py` checks that the README carries exactly this text and that every
+"""The fault table ("What ldssan does when …", in `TARGET`), kept here as data next to the
+tests that reproduce each row. `python -m tests.faults.table` prints the section;
+`test_fault_table.py` checks that `TARGET` carries exactly this text and that every
 test a row names exists.
 
 A row: (when …, what ldssan does, tests). A test is `path::function` from the repository
@@ -10,6 +10,7 @@ root; any test file may be named (rows owned by other parts of ldssan belong her
 from __future__ import annotations
 
 TITLE = "## What ldssan does when …"
+TARGET = "docs/faults.md"  # the page that carries the section, from the repository root
 
 INTRO = """\
 Each row is a fault or a bad input a user can hit, what ldssan does about it, and the test
@@ -342,6 +343,27 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
      "per-test entry has `calls` and `not_checked: true`, and `--ldssan-require-launch` fails the test",
      ("tests/sanitizer/test_launch_forms_plugin.py::test_called_not_checked_is_listed_and_fails_under_require_launch",
       "tests/sanitizer/test_launch_forms.py::test_launch_requests_are_counted_once_each")),
+    ("a TDM load's workgroup mask names a workgroup past the cluster, or leaves out the loading "
+     "workgroup (what the hardware does with either is not in public text)",
+     "`UnsupportedOp` naming `rocdl.tensor.load.to.lds`, its Python line, the mask and the workgroups; "
+     "masks naming cluster peers (the loader's bit included) multicast, checked as LDS014",
+     ("tests/emu/test_clusters.py::test_tdm_multicast_masks_public_text_does_not_define_are_refused_in_a_cluster",
+      "tests/sanitizer/test_cluster_multicast.py::test_planted_bug_is_lds014_with_the_reading_and_the_issuing_line")),
+    ("an `ldssan_*` ini option, `--ldssan-*` flag or `FLYDSL_LDSSAN_*` variable has a bad value, or two of "
+     "them disagree",
+     "precedence is command line > environment > ini file > default; a bad value is a usage error naming "
+     "the flag, variable or ini option it came from (`ini option ldssan_mode='loud': expected one of fail, "
+     "warn`); a relative ini path is resolved against the ini file",
+     ("tests/faults/test_pytest_options.py::test_a_bad_value_names_its_source",
+      "tests/faults/test_pytest_options.py::test_command_line_beats_environment_beats_ini",
+      "tests/faults/test_pytest_options.py::test_an_ini_path_is_relative_to_the_ini_file")),
+    ("a suppressions file is missing or has a malformed entry, or an inline `# ldssan: ignore[...]` names an "
+     "unknown rule",
+     "`SuppressionError` (a usage error) naming the file and line and what is wrong; an entry that matched "
+     "nothing in the run is listed as stale in the summary and the report",
+     ("tests/report/test_suppress.py::test_malformed_entry_names_file_and_line",
+      "tests/report/test_suppress.py::test_missing_file_and_malformed_inline_comment",
+      "tests/report/test_suppress.py::test_inline_comment_wins_over_a_file_entry_which_is_then_stale")),
     ("a kernel uses FlyDSL's legacy `SmemAllocator` (`memref.global` in workgroup memory, `memref.get_global`, "
      "`memref.view`, `memref.load/store`, `vector.load/store` on the memref, a TDM descriptor from its aligned "
      "pointer) or a constant `memref.global` with a `dense<>` initial value",
@@ -380,7 +402,7 @@ def _cell(text: str) -> str:
 
 
 def render() -> str:
-    """The README section, title to last row."""
+    """The section of `TARGET`, title to last row."""
     lines = [TITLE, "", INTRO, "", "| when … | ldssan | reproduced by |", "|---|---|---|"]
     for when, does, tests in ROWS:
         names = "<br>".join(f"`{t.split('::', 1)[1]}` ({t.split('::', 1)[0].rsplit('/', 1)[-1]})" for t in tests)

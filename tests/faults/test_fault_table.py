@@ -1,5 +1,6 @@
-"""The README's "What ldssan does when …" table is `tests/faults/table.py` rendered, and every
-test a row names exists (so a row cannot outlive its test, nor the README drift from it)."""
+"""The fault table ("What ldssan does when …", in docs/faults.md: `table.TARGET`) is
+`tests/faults/table.py` rendered, and every test a row names exists (so a row cannot outlive
+its test, nor the page drift from it)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,24 @@ from . import table
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _section(readme: str) -> str:
-    start = readme.index(table.TITLE)
-    end = readme.find("\n## ", start + len(table.TITLE))
-    return readme[start:end if end >= 0 else len(readme)].rstrip()
+REGEN = "regenerate it with the snippet in docs/contributing.md (\"The fault table\")"
 
 
-def test_readme_carries_the_generated_table():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert table.TITLE in readme, "README.md has no fault table: paste `python -m tests.faults.table`"
-    assert _section(readme) == table.render(), "README fault table is stale: paste `python -m tests.faults.table`"
+def _section(page: str) -> str:
+    start = page.index(table.TITLE)
+    end = page.find("\n## ", start + len(table.TITLE))
+    return page[start:end if end >= 0 else len(page)].rstrip()
+
+
+def test_the_docs_page_carries_the_generated_table():
+    page = (ROOT / table.TARGET).read_text(encoding="utf-8")
+    assert table.TITLE in page, f"{table.TARGET} has no fault table: {REGEN}"
+    assert _section(page) == table.render(), f"{table.TARGET}: the fault table is stale: {REGEN}"
+
+
+def test_the_readme_does_not_carry_a_second_copy():
+    # one copy only: a second one would go stale unchecked
+    assert table.TITLE not in (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def _test_functions(path: Path) -> set[str]:
@@ -41,4 +50,4 @@ def test_every_fault_test_file_has_a_row():
     named = {ref.split("::", 1)[0] for _w, _d, tests in table.ROWS for ref in tests}
     here = Path(__file__).parent
     files = {f"tests/faults/{p.name}" for p in here.glob("test_*.py") if p.name != Path(__file__).name}
-    assert files <= named, f"fault tests without a README row: {sorted(files - named)}"
+    assert files <= named, f"fault tests without a row in {table.TARGET}: {sorted(files - named)}"

@@ -24,7 +24,7 @@ def _batch(events, instances, copies=0) -> _Batch:
     """Two waves of 32 lanes; `events`: (wave, site, op, nsig, nwait, lane, byte); lane `lane`
     of the wave accesses 4 bytes at `byte`."""
     table = [{"id": i, "kind": k, "op": "", "file": "k.py", "line": ln} for i, (k, ln) in SITES.items()]
-    b = _Batch(json.dumps(table), 2, None, [0, 0], [0, 0], dict(instances), copies=copies)
+    b = _Batch(json.dumps(table), 2, [0, 0], [0, 0], dict(instances), copies=copies)
     for wave, site, op, s, t, lane, byte in events:
         addr, mask = np.zeros(32, np.int64), np.zeros(32, bool)
         addr[lane], mask[lane] = byte, True

@@ -163,7 +163,7 @@ def test_json_round_trip(mixed):
 def test_json_schema_fields(mixed):
     doc = rpt.to_json(mixed)
     assert doc["schema"] == rpt.JSON_SCHEMA
-    assert doc["summary"] == {"violations": len(mixed.violations), "records": mixed.records,
+    assert doc["summary"] == {"violations": len(mixed.violations), "suppressed": 0, "records": mixed.records,
                               "dropped": 0, "capacity": 64, "clean": False}
     assert set(doc["rules"]) == {"LDS001", "LDS011", "LDS013", "LDS020", "LDS030"}
     v = doc["violations"][0]

@@ -1,5 +1,5 @@
 """The SARIF log validates against the official SARIF 2.1.0 schema (vendored, see
-data/SARIF-SCHEMA-NOTICE.md) and the JSON report against our own schema (README, "JSON
+data/SARIF-SCHEMA-NOTICE.md) and the JSON report against our own schema (docs/reports.md, "JSON
 report"); SARIF points at the user's files relative to %SRCROOT% and says what went wrong
 running the tool."""
 
@@ -67,7 +67,8 @@ def test_json_report_validates_against_its_schema(json_validator, sites, raw_rec
     # the file the pytest plugin writes, with each test's counts
     path = rpt.write_report(decode(raw_records, sites), tmp_path / "r.json",
                             extra={"tests": {"t.py::a": {"launches": 1, "kernels": 1, "sites": 6,
-                                                         "violations": 1}}})
+                                                         "violations": 1, "replayed": 0}},
+                                   "memo": {"replayed": 0, "recorded": 1, "not_memoizable": {"why": 2}}})
     assert not _errors(json_validator, json.loads(path.read_text()))
 
 

@@ -56,6 +56,7 @@ def test_env_var_fails_the_racy_test_with_the_report(kernel_tests, monkeypatch):
         "*lds[[]tid[]] = fx.Int32(tid) * 10*",
         "*= ldssan: 1 violations in 1 tests =*",
         "*ldssan: 2 kernels, 2 launches, 5 sites checked*",  # clean: 3 sites, racy: 2
+        "ldssan: 0 launches replayed (identical to an earlier one), 2 recorded",  # the launch memo
     ])
 
 
@@ -143,8 +144,9 @@ def test_sarif_report_is_written_when_no_kernel_ran(pytester, monkeypatch):
     (note,) = run["invocations"][0]["toolExecutionNotifications"]
     assert "NOTHING WAS CHECKED" in note["message"]["text"]
     assert run["properties"]["tests"] == {
-        "test_nothing.py::test_plain": {"launches": 0, "kernels": 0, "sites": 0, "violations": 0, "faulted": 0,
-                                        "calls": 0, "not_checked": False}}
+        "test_nothing.py::test_plain": {"launches": 0, "kernels": 0, "sites": 0, "violations": 0, "replayed": 0,
+                                        "faulted": 0, "calls": 0, "not_checked": False,
+                                        "outside_kernels": 0, "outside_marker": 0, "suppressed": 0}}
 
 
 # -- issue 29: never a false clean ----------------------------------------------------------
@@ -175,6 +177,7 @@ def test_xdist_controller_reports_every_workers_launches(kernel_tests, monkeypat
     _race_has_both_lines(v)
     assert set(doc["tests"]) == {"test_kernels.py::test_clean", "test_kernels.py::test_racy"}
     assert doc["tests"]["test_kernels.py::test_racy"]["violations"] == 1
+    assert doc["memo"] == {"replayed": 0, "recorded": 2, "not_memoizable": {}}  # the workers' memo outcomes
 
     clean = kernel_tests.runpytest_subprocess("-p", "ldssan", "-n", "2", "-k", "clean",
                                               "--ldssan-report=clean.json", "--ldssan-require-launch")

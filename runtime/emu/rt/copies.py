@@ -1,12 +1,14 @@
 """Asynchronous copies between global memory and LDS, moved when the scheduler completes
 them: TDM tiles (TENSORcnt; descriptors decoded by `..tdm`) and per-lane async loads and
-stores (ASYNCcnt). TDM multicast to other workgroups of a cluster is refused (`_local_only`)."""
+stores (ASYNCcnt). A TDM load whose workgroup mask names cluster peers also writes their
+LDS (`..multicast`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..memory import EmuMemoryError
+from ..multicast import peers
 from ..tdm import Tdm2D, TdmBatch, decode_batch
 from ..wave import Copy, workgroups_reached
 from .memory import lds_load, lds_store
@@ -16,34 +18,10 @@ _U8 = np.dtype(np.uint8)
 
 def tdm_copy(ctx, g0, g1, g2, g3, to_lds, mask=None):
     descs = decode_batch(ctx, g0, g1, g2, g3)
-    if to_lds and descs.mcast_mask.any():  # tensor stores ignore the workgroup mask; 0: no multicast
-        _local_only(ctx, descs.mcast_mask)
+    # tensor stores ignore the workgroup mask; 0: no multicast
+    targets = peers(ctx, descs.mcast_mask) if to_lds else []
     # a TDM op is a wave's scalar instruction: only the workgroups whose wave reaches it issue it
-    return TdmCopy(ctx, descs, to_lds, workgroups_reached(ctx, mask))
-
-
-def _local_only(ctx, masks: np.ndarray) -> None:
-    """Refuse a TDM load whose workgroup mask (D# group 1 bits 15:0) names a workgroup of the
-    cluster other than this one (bit i: the cluster's workgroup of flat id i, x fastest).
-
-    Mask 0 (no multicast) and the workgroup's own bit load into its own LDS, as modeled.
-    Delivery to peers is not modeled: public sources do not pin down whether every named
-    workgroup must issue the matching load (a rendezvous) or one issue fills them all, nor
-    how completion reaches the receiving waves; and each workgroup's happens-before engine
-    tracks only its own LDS, so a write into a peer's LDS would go unchecked there."""
-    cx, cy, _cz = (int(c) for c in ctx.cdim)
-    wx, wy, wz = (int(np.asarray(c).reshape(-1)[0]) for c in ctx.cwg)
-    own = 1 << (wx + cx * (wy + cy * wz))
-    bad = masks & ~own
-    if not bad.any():
-        return
-    mask = int(masks[np.flatnonzero(bad)[0]])
-    peers = [i for i in range(16) if mask >> i & 1 and 1 << i != own]
-    raise NotImplementedError(
-        f"TDM multicast: the load's workgroup mask 0x{mask:04x} names cluster workgroup(s) {peers} besides "
-        f"this one (bit {own.bit_length() - 1}); multicast into other workgroups' LDS is not modeled "
-        "(its rendezvous and completion semantics are not pinned down by public documentation, and the "
-        "sanitizer checks each workgroup's own LDS): unsupported, please report")
+    return TdmCopy(ctx, descs, to_lds, workgroups_reached(ctx, mask), [ctx.mcast.lds[i] for i in targets])
 
 
 class TdmCopy(Copy):
@@ -51,18 +29,21 @@ class TdmCopy(Copy):
     all at once when their shapes agree (else, or on any memory error, one by one, which
     raises the error of the first workgroup at fault)."""
 
-    __slots__ = ("descs", "issued")
+    __slots__ = ("descs", "issued", "peers")
 
-    def __init__(self, ctx, descs: TdmBatch, to_lds: bool, issued: np.ndarray | None = None):
+    def __init__(self, ctx, descs: TdmBatch, to_lds: bool, issued: np.ndarray | None = None, peers=()):
         super().__init__(ctx, to_lds)
         self.descs = descs  # shared with other copies of the same words: read-only
         self.issued = issued  # per workgroup: its wave issued the op (None: every one)
+        self.peers = peers  # the LocalMemory of each cluster peer the mask names (cluster launches)
 
     def move(self) -> None:
         b = self.descs
         live = np.flatnonzero(b.pred if self.issued is None else b.pred & self.issued)
         if not live.size:
             return
+        for mem in self.peers:  # a cluster launch: one workgroup per wave, row 0
+            self._load(0, b.row(0), mem)
         if b.same_geometry() and (self._load_all if self.to_lds else self._store_all)(live):
             return
         for g in live.tolist():
@@ -141,8 +122,8 @@ class TdmCopy(Copy):
 
     # -- one workgroup ---------------------------------------------------------------------
 
-    def _lds_index(self, g: int, d: Tdm2D, lds: np.ndarray) -> np.ndarray:
-        lds_mem = self.ctx.lds
+    def _lds_index(self, g: int, d: Tdm2D, lds: np.ndarray, lds_mem=None) -> np.ndarray:
+        lds_mem = lds_mem or self.ctx.lds
         if lds.size and (lds.min() < 0 or lds.max() + d.elem_bytes > lds_mem.lds_bytes):
             if not self.ctx.lds_oob_ok:
                 raise EmuMemoryError(
@@ -150,15 +131,17 @@ class TdmCopy(Copy):
                     f"falls outside the workgroup's {lds_mem.lds_bytes} bytes of LDS")
         return (g * lds_mem.lds_bytes + lds)[:, None] + np.arange(d.elem_bytes, dtype=np.int64)
 
-    def _load(self, g: int, d: Tdm2D) -> None:
+    def _load(self, g: int, d: Tdm2D, mem=None) -> None:
+        """Workgroup g's tile into its LDS (`mem`: a cluster peer's LDS instead)."""
+        mem = mem or self.ctx.lds
         gel, lds, inb = d.element_grid()
         eb = d.elem_bytes
         data = np.zeros((gel.size, eb), dtype=np.uint8)
         if inb.any():
             data[inb] = self.ctx.gmem.read(d.global_addr + gel[inb] * eb, _U8, eb)
-        idx = self._lds_index(g, d, lds)
-        ok = (idx[:, -1] < (g + 1) * self.ctx.lds.lds_bytes) & (lds >= 0)
-        self.ctx.lds.data[idx[ok]] = data[ok]
+        idx = self._lds_index(g, d, lds, mem)
+        ok = (idx[:, -1] < (g + 1) * mem.lds_bytes) & (lds >= 0)
+        mem.data[idx[ok]] = data[ok]
 
     def _store(self, g: int, d: Tdm2D) -> None:
         gel, lds, inb = d.element_grid()

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ldssan.passes.ir.caches import register_reset
+
 WAVE = 32
 
 
@@ -88,6 +90,7 @@ def _shuffle_plan(mode: str, off: int, width: int, L: int):
     return plan
 
 
+@register_reset
 def clear_plans() -> None:
     """Forget the shuffle plans (ldssan.runtime.reset_caches)."""
     _PLANS.clear()

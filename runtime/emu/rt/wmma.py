@@ -37,11 +37,14 @@ import functools
 import ml_dtypes
 import numpy as np
 
+from ldssan.passes.ir.caches import register_cache
+
 # Element types by their name in the op name (`rocdl.wmma.f32.16x16x32.bf16`).
 WMMA_ELEM = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "f32": np.float32,
              "fp8": ml_dtypes.float8_e4m3fn, "bf8": ml_dtypes.float8_e5m2, "iu8": np.int8, "i8": np.int8}
 
 
+@register_cache
 @functools.lru_cache(maxsize=None)
 def layout_ab(K: int, elem_bits: int) -> tuple[np.ndarray, np.ndarray]:
     """(row, k) of each (lane, value) of an A or B fragment (the statement of the layout;
@@ -63,6 +66,7 @@ CD_M = (_LANE // 16) * 8 + np.arange(8)[None, :]
 CD_N = np.broadcast_to(_LANE % 16, (32, 8))
 
 
+@register_cache
 @functools.lru_cache(maxsize=None)
 def code_table(dtype) -> np.ndarray:
     """float64 value of every code of an 8-bit (or narrower) type: exact, and a table lookup
@@ -157,6 +161,7 @@ _RUN = {8: 16, 6: 16, 4: 32}  # elements per lane-half run (see the module docst
 SCALED_K = 128
 
 
+@register_cache
 @functools.lru_cache(maxsize=None)
 def scaled_layout(bits: int) -> np.ndarray:
     """K of each (lane, value) of a scaled A or B fragment (the row is lane % 16)."""

@@ -253,6 +253,7 @@ def _split_top(text: str) -> list[str]:
     return parts + [cur.strip()] if cur.strip() else parts
 
 
+@register_cache
 @lru_cache(maxsize=1024)
 def parse_memref(text: str) -> MemRef | None:
     """The `MemRef` of a memref type's text, or None when it is not a ranked memref with a

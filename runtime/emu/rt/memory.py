@@ -7,6 +7,8 @@ import warnings
 
 import numpy as np
 
+from ldssan.passes.ir.caches import register_cache
+
 from ..memory import EmuMemoryError
 
 
@@ -151,7 +153,7 @@ def buffer_store(ctx, data, rsrc, voffset, soffset, mask):
 
 # the arrays behind constant memref.globals, kept alive for the process (their addresses are
 # what kernels load through), one per (name, initial value, element type)
-_CONSTANTS: dict[tuple[str, str, str], np.ndarray] = {}
+_CONSTANTS: dict[tuple[str, str, str], np.ndarray] = register_cache({})
 
 
 def constant_global(ctx, name: str, initial: str, dtype: np.dtype, count: int) -> np.int64:

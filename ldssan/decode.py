@@ -34,7 +34,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ldssan import rules
-from ldssan.runtime.records import NO_LANE, NO_SITE, NO_WAVE, Cause, Record, RecordFormatError, Ring, Rule
+from ldssan.runtime.records import (NO_LANE, NO_SITE, NO_WAVE, WARNING_RULES, Cause, Record, RecordFormatError, Ring,
+                                    Rule)
 from ldssan.sitetable import (  # re-exported: the site table is part of decoding's API
     ACCESS_KINDS, SITE_KINDS, UNKNOWN_KIND, Frame, LdsBuffer, Site, SiteTable, SiteTableError,
 )
@@ -360,7 +361,7 @@ def decode(records: Iterable[Record], sites: SiteTable | str | list | dict, *,
             waves=frozenset(g.waves), lanes=frozenset(g.lanes),
             other_waves=frozenset(g.other_waves), other_lanes=frozenset(g.other_lanes),
             workgroups=frozenset(g.workgroups), launches=frozenset(g.launches), kernel=kname,
-            build=table.build,
+            build=table.build, severity="warning" if rule in WARNING_RULES else "error",
         ))
     out.sort(key=lambda v: v.sort_key)
     info = KernelInfo(kname, len(seen_launches) if launches is None else launches, len(table),

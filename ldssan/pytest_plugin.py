@@ -257,8 +257,9 @@ def _write_unchecked(tr, config) -> None:
 
 
 def _note_warnings(item, results) -> None:
-    """Keep the lint warnings (FLYDSL_LDSSAN_LINT=warn) for the terminal summary: they fail
-    no test, so a report printed only on failure would never show them. Once per site pair."""
+    """Keep the warnings (lint under FLYDSL_LDSSAN_LINT=warn, LDS004 same-value writes) for the
+    terminal summary: they fail no test, so a report printed only on failure would never show
+    them. Once per site pair."""
     seen = item.config.stash[_LINT]
     for r in results:
         for v in r.report.violations:
@@ -272,15 +273,16 @@ def _write_warnings(tr, config) -> None:
     found = config.stash[_LINT]
     if not found:
         return
-    tr.write_sep("-", f"ldssan: {len(found)} lint warnings (FLYDSL_LDSSAN_LINT=error makes them fail)",
-                 yellow=True)
+    tr.write_sep("-", f"ldssan: {len(found)} warnings (they fail no test; FLYDSL_LDSSAN_LINT=error makes the "
+                      "lint ones fail)", yellow=True)
     for n, (v, nodeid) in enumerate(found.values()):
         if n >= 20 and not config.getoption("verbose"):
             tr.write_line(f"({len(found) - n} more hidden; use -v)")
             break
         where = f"{v.code} {v.name} at {v.site.location}"
         if v.other_site is not None:
-            where += f" (barrier at {v.other_site.location})"
+            other = "other write" if v.code == "LDS004" else "barrier"  # LDS004: same-value writes
+            where += f" ({other} at {v.other_site.location})"
         tr.write_line(f"{where}: {v.message} [first in {nodeid}]", yellow=True)
 
 

@@ -72,6 +72,8 @@ def rule_name(rule: Rule) -> str:
             return "war-reuse"
         case Rule.WAW:
             return "waw"
+        case Rule.WAW_SAME_VALUE:
+            return "waw-same-value"
         case Rule.DMA_READ_BEFORE_WAIT:
             return "dma-read-before-wait"
         case Rule.WAIT_TOO_WEAK:
@@ -172,6 +174,19 @@ def _entry(rule: Rule) -> RuleInfo:
                     f"combine values."
                 ),
                 default_cause="no barrier phase orders the two writes",
+            )
+        case Rule.WAW_SAME_VALUE:
+            return RuleInfo(
+                rule, code, name, title="two waves store identical bytes to one LDS location, unordered (warning)",
+                explanation=(
+                    "As LDS003, but both stores wrote identical bytes wherever both wrote (masked-off lanes "
+                    "parking one sentinel in one slot, say): every order leaves the same value, so the pair is "
+                    "benign by the memory model and never fails a launch. A read racing either store is still "
+                    "reported (LDS001/LDS002). Only the virtual gfx1250 sees stored values; the device runtime "
+                    "reports such a pair as LDS003."),
+                fix=f"Nothing is required; to silence it, let one wave store the value or order the stores with "
+                    f"{_BARRIER}.",
+                default_cause="no barrier phase orders the two writes (both stored the same bytes)",
             )
         case Rule.DMA_READ_BEFORE_WAIT:
             return RuleInfo(
@@ -543,7 +558,7 @@ def other_access_label(rule: Rule | int) -> str:
     except ValueError:
         return "Other"
     match rule:
-        case Rule.RAW_UNPUBLISHED | Rule.WAR_REUSE | Rule.WAW:
+        case Rule.RAW_UNPUBLISHED | Rule.WAR_REUSE | Rule.WAW | Rule.WAW_SAME_VALUE:
             return "Previous"
         case Rule.DMA_READ_BEFORE_WAIT | Rule.WAIT_TOO_WEAK | Rule.DMA_OVERLAP | Rule.CLUSTER_COPY_UNORDERED:
             return "In-flight"

@@ -8,8 +8,10 @@ file does not list is, if it touches an LDS pointer, a fail-closed error in the 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
+from .ir.types import parse_memref
 from .abi import ASYNC_WIDTH_BYTES, WAIT_ASYNCMARK, BarrierForm, CopyKind, Counter, DsKind
 
 
@@ -21,6 +23,15 @@ class Operand:
 @dataclass(frozen=True)
 class Const:
     value: int
+
+
+@dataclass(frozen=True)
+class MemrefAddress:
+    """The LDS address of a memref access, as an `!llvm.ptr<3>` the pass computes: element
+    (operands[first_index:]) of the memref at operands[memref]."""
+
+    memref: int
+    first_index: int
 
 
 @dataclass(frozen=True)
@@ -83,6 +94,37 @@ BARRIERS = {
     "rocdl.s.barrier.wait": (None, BarrierForm.WAIT),
 }
 
+# Loads and stores through memrefs (FlyDSL's legacy SmemAllocator): (kind, memref operand).
+MEMREF_ACCESS = {"memref.load": (DsKind.READ, 0), "vector.load": (DsKind.READ, 0),
+                 "memref.store": (DsKind.WRITE, 1), "vector.store": (DsKind.WRITE, 1)}
+# Ops that name or view workgroup memrefs without touching LDS memory.
+MEMREF_PLUMBING = frozenset({"memref.get_global", "memref.view", "memref.extract_aligned_pointer_as_index"})
+
+# Inline-asm waits real gfx1250 kernels write (ROCm/aiter's FlyDSL fmha), as the rocdl wait
+# ops they equal: `s_wait_dscnt N`, and `s_wait_idle` (every counter of the wave at zero).
+INLINE_ASM_WAITS = (r"s_wait_dscnt\s+(?:0x[0-9a-fA-F]+|\d+)", r"s_wait_idle")
+_IDLE = ("rocdl.s.wait.dscnt", "rocdl.s.wait.loadcnt", "rocdl.s.wait.storecnt", "rocdl.s.wait.asynccnt",
+         "rocdl.s.wait.tensorcnt")
+# Words of asm text that may touch LDS or its synchronisation: such asm outside the table is
+# refused by the pass (fail closed), not run unseen.
+ASM_SYNC_WORDS = ("ds_", "lds", "s_barrier", "s_wait", "tensor_", "async", "s_setreg", "s_sleep_var")
+
+
+def inline_asm_waits(text: str) -> list[tuple[str, int]] | None:
+    """The (rocdl wait op, count) pairs an inline-asm text equals, or None."""
+    text = text.strip()
+    m = re.fullmatch(r"s_wait_dscnt\s+(0x[0-9a-fA-F]+|\d+)", text)
+    if m:
+        return [("rocdl.s.wait.dscnt", int(m.group(1), 0))]
+    if text == "s_wait_idle":
+        return [(name, 0) for name in _IDLE]
+    return None
+
+
+def asm_may_sync(text: str) -> bool:
+    return any(w in text.lower() for w in ASM_SYNC_WORDS)
+
+
 # LDS-touching ops the emulator and the engine do not model yet: refused, by name.
 REFUSED = frozenset({
     "rocdl.ds.atomic.barrier.arrive.rtn.b64", "rocdl.ds.atomic.async.barrier.arrive.b64",
@@ -98,9 +140,31 @@ def _is_lds_ptr(t: str) -> bool:
     return t.replace(" ", "") == "!llvm.ptr<3>"
 
 
+def is_lds_memref(t: str) -> bool:
+    if not t.startswith("memref<"):
+        return False
+    mt = parse_memref(t)
+    # a workgroup memref the parser cannot describe still counts: the pass refuses it
+    return (mt is not None and mt.space == 3) or "#gpu.address_space<workgroup>" in t
+
+
 def classify(name: str, operand_types: list[str], *, value_bytes: int = 0, attrs: dict | None = None):
     """The `Event` for an op, `PLUMBING`, or None (not LDS related)."""
     attrs = attrs or {}
+    if name in MEMREF_ACCESS:
+        kind, m = MEMREF_ACCESS[name]
+        if not is_lds_memref(operand_types[m]):
+            return None
+        return Event(_DS_KIND_NAME[kind], (HookCall("__ldssan_ds", "before", (
+            MemrefAddress(m, m + 1), Const(value_bytes), Const(int(kind)))),), value_bytes)
+    if name in MEMREF_PLUMBING:
+        return PLUMBING
+    if name == "llvm.inline_asm":
+        waits = inline_asm_waits(attrs.get("asm", ""))
+        if waits is None:
+            return None
+        return Event("wait", tuple(HookCall("__ldssan_wait", "after", (Const(int(WAITS[w])), Const(n)))
+                                   for w, n in waits))
     if name in _LDS_ACCESS:
         ptr = _PTR_OPERAND[name]
         if not _is_lds_ptr(operand_types[ptr]):

@@ -15,7 +15,9 @@ from collections import Counter
 
 from .ir.errors import LdssanError
 from .abi import HOOKS, ORDERINGS, scope_id
-from .gfx1250 import PLUMBING, Const, Event, Operand, classify, refused
+from .gfx1250 import (PLUMBING, Const, Event, MemrefAddress, Operand, asm_may_sync, classify, is_lds_memref,
+                      refused)
+from .ir.types import parse_memref
 from .lint import lint_function
 from .sites import site_entry, user_frames
 
@@ -40,6 +42,10 @@ def _value_bytes(op, name: str) -> int:
         t = op.operands[0].type
     elif name in ("llvm.atomicrmw", "llvm.cmpxchg"):
         t = op.operands[1].type
+    elif name in ("memref.load", "vector.load"):
+        t = op.results[0].type
+    elif name in ("memref.store", "vector.store"):
+        t = op.operands[0].type
     else:
         return 0
     return byte_size(parse_type(str(t)))
@@ -57,6 +63,8 @@ def _fence_attrs(op) -> dict:
 def _attrs(op, name: str) -> dict:
     if name == "llvm.fence":
         return _fence_attrs(op)
+    if name == "llvm.inline_asm":
+        return {"asm": op.attributes["asm_string"].value}
     out = {}
     for key in ("count", "id"):
         if key in op.attributes:
@@ -99,7 +107,21 @@ def _first_use(op):
 
 
 def _touches_lds(op) -> bool:
-    return any(str(v.type).replace(" ", "") == "!llvm.ptr<3>" for v in op.operands)
+    return any(str(v.type).replace(" ", "") == "!llvm.ptr<3>" or is_lds_memref(str(v.type)) for v in op.operands)
+
+
+def _memref_buffer(value) -> str | None:
+    """Follow an LDS memref back to the `memref.get_global` of its buffer."""
+    for _ in range(64):
+        owner = getattr(value.owner, "operation", value.owner)  # an OpView's `name` may be its attribute
+        if not hasattr(owner, "name"):
+            return None  # a block argument
+        if owner.name == "memref.get_global":
+            return str(owner.attributes["name"]).lstrip("@")
+        if owner.name != "memref.view":
+            return None
+        value = owner.operands[0]
+    return None
 
 
 class Instrumenter:
@@ -160,6 +182,10 @@ class Instrumenter:
         event = classify(name, [str(v.type) for v in op.operands], value_bytes=_value_bytes(op, name),
                          attrs=_attrs(op, name))
         if event is None:
+            if name == "llvm.inline_asm" and asm_may_sync(op.attributes["asm_string"].value):
+                text = op.attributes["asm_string"].value.strip().splitlines()
+                raise self._error(op, f"(asm \"{text[0] if text else ''}\") may touch LDS or its "
+                                      "synchronisation and is not in ldssan's inline-asm table")
             if _touches_lds(op):
                 raise self._error(op, "touches LDS through a path the ldssan pass does not understand")
             return
@@ -171,7 +197,11 @@ class Instrumenter:
         ir, arith, llvm = _ir()
         site = len(self.sites)
         ptr_index = next((a.index for c in event.calls for a in c.args if isinstance(a, Operand)), None)
-        buffer = _lds_buffer(op, ptr_index) if event.kind.startswith(("ds_", "dma_")) else None
+        at = next((a for c in event.calls for a in c.args if isinstance(a, MemrefAddress)), None)
+        if at is not None:
+            buffer = _memref_buffer(op.operands[at.memref])
+        else:
+            buffer = _lds_buffer(op, ptr_index) if event.kind.startswith(("ds_", "dma_")) else None
         entry = site_entry(site, event.kind, op.name, op.location, nbytes=event.bytes, buffer=buffer)
         entry["kernel"] = kernel
         self.sites.append(entry)
@@ -191,7 +221,34 @@ class Instrumenter:
                         args.append(op.operands[a.index])
                     elif isinstance(a, Const):
                         args.append(arith.ConstantOp(i32, int(a.value)).result)
+                    elif isinstance(a, MemrefAddress):
+                        args.append(self._memref_address(op, a))
                 llvm.call(None, args, [], [], callee=call.hook)
+
+    def _memref_address(self, op, at: MemrefAddress):
+        """IR computing the `!llvm.ptr<3>` of a memref access, as MLIR's memref lowering
+        does: aligned base + (offset + sum(index_k * stride_k)) * element bytes."""
+        ir, arith, llvm = _ir()
+        from flydsl._mlir.dialects import memref
+
+        from ldssan.passes.ir.types import byte_size
+
+        m = op.operands[at.memref]
+        mt = parse_memref(str(m.type))
+        if mt is None:
+            raise self._error(op, f"accesses an LDS memref of type {m.type}, whose layout the pass "
+                                  "cannot compute (only static shapes and strides)")
+        index = ir.IndexType.get()
+        esize = byte_size(mt.elem)
+        addr = memref.extract_aligned_pointer_as_index(m)
+        indices = list(op.operands)[at.first_index:]
+        for idx, stride in zip(indices, mt.strides):
+            if stride:
+                addr = arith.addi(addr, arith.muli(idx, arith.ConstantOp(index, stride * esize).result))
+        if mt.offset:
+            addr = arith.addi(addr, arith.ConstantOp(index, mt.offset * esize).result)
+        i32 = ir.IntegerType.get_signless(32)
+        return llvm.inttoptr(ir.Type.parse("!llvm.ptr<3>"), arith.index_cast(i32, addr))
 
     def _error(self, op, what: str) -> InstrumentationError:
         frames = user_frames(op.location)

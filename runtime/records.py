@@ -59,6 +59,7 @@ class Rule(enum.IntEnum):
     RAW_UNPUBLISHED = 1  # LDS001
     WAR_REUSE = 2  # LDS002
     WAW = 3  # LDS003
+    WAW_SAME_VALUE = 4  # LDS004: as LDS003, both stores wrote identical bytes (severity warning)
     DMA_READ_BEFORE_WAIT = 10  # LDS010
     WAIT_TOO_WEAK = 11  # LDS011
     DMA_OVERLAP = 12  # LDS012
@@ -78,6 +79,10 @@ class Rule(enum.IntEnum):
     @property
     def code(self) -> str:
         return f"LDS{int(self):03d}"
+
+
+# Rules whose findings are warnings: shown and counted, never what fails a launch.
+WARNING_RULES = frozenset({Rule.WAW_SAME_VALUE})
 
 
 class Cause(enum.IntEnum):

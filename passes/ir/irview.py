@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .types import Type, parse_type
+from .types import MemRef, Type, parse_memref, parse_type
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +81,10 @@ class GlobalVar:
     type: Type
     alignment: int
     loc: Loc
+    # a `memref.global`: its memref type, initial value (DenseAttr) and constness
+    memref: MemRef | None = None
+    initial: Any = None
+    constant: bool = False
 
 
 @dataclass(slots=True)
@@ -227,6 +231,21 @@ def _collect(builder: _Builder, ops, view: ModuleView) -> None:
                 type=attrs["global_type"], alignment=int(attrs.get("alignment", 1)),
                 loc=convert_loc(op.location),
             )
+        elif name == "memref.global":
+            _memref_global(op, view)
+
+
+def _memref_global(op, view: ModuleView) -> None:
+    """A `memref.global` (FlyDSL's legacy SmemAllocator makes one in workgroup memory) as a
+    global of its byte size, so LDS layout and `memref.get_global` see it like an LLVM one."""
+    attrs = {k: convert_attr(op.attributes[k]) for k in op.attributes}
+    mt = parse_memref(str(op.attributes["type"].value))
+    initial = attrs.get("initial_value")
+    view.globals[attrs["sym_name"]] = GlobalVar(
+        name=attrs["sym_name"], addr_space=mt.space if mt else -1,
+        type=Type("array", elem=Type("int", 8), count=mt.nbytes if mt else 0),
+        alignment=int(attrs.get("alignment", 1)), loc=convert_loc(op.location), memref=mt,
+        initial=initial if isinstance(initial, DenseAttr) else None, constant=bool(attrs.get("constant")))
 
 
 def view_module(module) -> ModuleView:

@@ -210,3 +210,77 @@ def parse_type(text: str) -> Type:
     if p.text[p.pos:].strip():
         return Type("other", name=text)
     return t
+
+
+# ----------------------------------------------------------------------------- memref types
+
+# memory spaces of a memref type, as the LLVM address space they lower to (AMDGPU)
+_MEMREF_SPACES = {"": 0, "global": 1, "workgroup": 3, "private": 5}
+
+
+@dataclass(frozen=True, slots=True)
+class MemRef:
+    """A ranked memref type with a static shape and layout: the byte address of element
+    (i, j, ...) is the aligned base + (offset + sum(index_k * strides_k)) * elem bytes."""
+
+    shape: tuple[int, ...]
+    elem: Type
+    space: int  # the LLVM address space (3: LDS)
+    strides: tuple[int, ...]
+    offset: int
+
+    @property
+    def nbytes(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n * byte_size(self.elem)
+
+
+def _split_top(text: str) -> list[str]:
+    """`text` split at the commas outside any <>, [] or ()."""
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        if ch in "<[(":
+            depth += 1
+        elif ch in ">])":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    return parts + [cur.strip()] if cur.strip() else parts
+
+
+@register_cache
+@lru_cache(maxsize=1024)
+def parse_memref(text: str) -> MemRef | None:
+    """The `MemRef` of a memref type's text, or None when it is not a ranked memref with a
+    static shape, an identity or static `strided<>` layout and a known memory space."""
+    text = text.strip()
+    if not (text.startswith("memref<") and text.endswith(">")):
+        return None
+    head, *rest = _split_top(text[len("memref<"):-1])
+    m = re.fullmatch(r"((?:\d+x)*)(.+)", head)
+    elem = parse_type(m.group(2))
+    if elem.kind == "other":
+        return None
+    shape = tuple(int(d) for d in m.group(1).split("x")[:-1])
+    strides = tuple(int(np.prod(shape[k + 1:], dtype=np.int64)) for k in range(len(shape)))
+    offset, space = 0, 0
+    for part in rest:
+        strided = re.fullmatch(r"strided<\[([-\d, ]*)\](?:,\s*offset:\s*(-?\d+))?>", part)
+        named = re.fullmatch(r"#gpu\.address_space<(\w+)>", part)
+        if strided:
+            strides = tuple(int(s) for s in strided.group(1).split(",") if s.strip())
+            offset = int(strided.group(2) or 0)
+        elif named and named.group(1) in _MEMREF_SPACES:
+            space = _MEMREF_SPACES[named.group(1)]
+        elif part.isdigit():
+            space = int(part)
+        else:
+            return None  # a dynamic stride/offset, an affine map, an unknown memory space
+    if len(strides) != len(shape):
+        return None
+    return MemRef(shape, elem, space, strides, offset)

@@ -31,6 +31,10 @@ class ShadowHooks:
         self.ds_last[site] = self.ds_count
         self.engine.ds(self.wave, site, ptr, nbytes, _enum(_ACCESS, AccessKind, kind), mask)
 
+    def stored(self, site, data, mask):
+        # emulator only (not an ABI hook): the bytes the store after the last `ds` writes
+        self.engine.stored(self.wave, data)
+
     def use(self, site, mask):
         # the compiler's s_wait_dscnt before the load's result is read: it leaves only the
         # ds ops issued after that load outstanding

@@ -1,7 +1,7 @@
 """What the virtual gfx1250 calls, declared: the hook adapter of a wave (`ctx.san`) and the
 sanitizer of a host call (the Launcher's `sanitizer`). Implementations match them
 structurally; `tests/emu/test_interfaces.py` checks every one against these signatures, and
-`Hooks` against the hook ABI (`passes/abi.HOOKS`).
+`Hooks` against the hook ABI (`passes/abi.HOOKS`) plus the emulator-only `stored`.
 
 | Protocol  | Implementations                                                                  |
 |-----------|----------------------------------------------------------------------------------|
@@ -51,6 +51,11 @@ class Hooks(Protocol):
     def fence(self, site: int, ordering: int, scope: int, mask) -> None:
         """llvm.fence with an LLVM ordering and a scope id (`SCOPES`)."""
 
+    def stored(self, site: int, data, mask) -> None:
+        """Emulator only (no `__ldssan_*` hook: the device runtime sees no values): right after
+        `ds` for a store, the bytes each lane stores (per-lane), so that two unordered stores
+        of identical bytes are named LDS004, a warning."""
+
 
 @runtime_checkable
 class Sanitizer(Protocol):
@@ -71,7 +76,10 @@ class Sanitizer(Protocol):
 
 
 #: the method of `Hooks` for each `__ldssan_*` hook of the ABI, in the ABI's order
-HOOK_METHODS = tuple(name.removeprefix("__ldssan_") for name in HOOKS)
+ABI_METHODS = tuple(name.removeprefix("__ldssan_") for name in HOOKS)
+#: the hooks only the virtual gfx1250 calls (not in the ABI)
+EMULATOR_METHODS = ("stored",)
+HOOK_METHODS = ABI_METHODS + EMULATOR_METHODS
 
 
 def hook_method(owner: str, name: str, fn: Callable) -> Callable:

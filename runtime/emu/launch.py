@@ -104,8 +104,7 @@ class HostCtx:
 
 # Ops with an emitter that refuses them with the reason (the emitter names it at translation).
 REFUSED_OPS = ("rocdl.permlane16.swap", "rocdl.permlane32.swap", "rocdl.s.get.barrier.state",
-               "rocdl.s.get.named.barrier.state", "arith.scaling_extf", "arith.scaling_truncf",
-               "memref.get_global")
+               "rocdl.s.get.named.barrier.state", "arith.scaling_extf", "arith.scaling_truncf")
 
 LAUNCH_FORMS = """\
 launch forms: FlyDSL `@flyc.jit` host functions as their authors call them, any grid and

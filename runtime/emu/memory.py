@@ -224,6 +224,7 @@ class LocalMemory:
         self.lds_bytes = lds_bytes
         self.n_groups = n_groups
         self.data = np.zeros(max(1, lds_bytes) * n_groups, dtype=np.uint8)
+        self.oob_warned = False  # a plain run warns of its first out-of-range ds access only
         # dword view for aligned accesses (4x fewer indices); None when groups are not 4-aligned
         self.words = self.data.view(np.uint32) if lds_bytes % 4 == 0 and self.data.size % 4 == 0 else None
         if fill is not None:

@@ -26,7 +26,8 @@ from .wave import workgroups_reached
 
 WAVE = 32
 LOG_LANES = 1 << 24  # lanes of logged events (per-lane arrays of 8 bytes: ~128 MiB at most)
-# the hook methods of `ShadowHooks` a batch forwards (every `__ldssan_*` hook of the ABI)
+# the hook methods of `ShadowHooks` a batch forwards (every `__ldssan_*` hook of the ABI, and
+# the emulator-only `stored`)
 METHODS = HOOK_METHODS
 _INNER = {name: getattr(ShadowHooks, name) for name in METHODS}
 

@@ -118,6 +118,9 @@ CROSS_LANE = frozenset({
 })
 
 
+MEMREF_ACCESSES = frozenset({"memref.load", "vector.load", "memref.store", "vector.store"})
+
+
 def _space(t) -> int:
     return t.width if t.kind == "ptr" else -1
 
@@ -147,6 +150,8 @@ def emit(t, op) -> None:
             t.out(f"R.t_lds_store(ctx, {kn}, {t.v(ptr)}, {nb}, Tv{val}, {t.mask})")
         else:
             t.out(f"R.t_global_store(ctx, {t.lanes(ptr)}, {nb}, Tv{val}, {t.mask})")
+    elif name in MEMREF_ACCESSES:
+        pass  # ops/memref.py writes their taint lines with the address it computed
     elif name in ("llvm.atomicrmw", "llvm.cmpxchg"):
         ptr = op.operands[0]
         nb = byte_size(op.operand_types[-1])

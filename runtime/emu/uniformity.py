@@ -17,6 +17,7 @@ and everything uniform only per wave are per-lane too.
 from __future__ import annotations
 
 from ldssan.passes.ir.irview import Block, Op
+from ldssan.passes.ir.types import parse_memref
 
 # Ops whose results differ across lanes even when every operand is uniform.
 LANE_SOURCES = frozenset({
@@ -53,6 +54,9 @@ def _yield_operands(blocks: list[Block]) -> tuple[int, ...]:
 
 def _reads_lds(op: Op) -> bool:
     # LDS is per workgroup, so even a uniform LDS address reads per-lane data under batching.
+    if op.name in ("memref.load", "vector.load"):
+        mt = parse_memref(op.operand_types[0].name)
+        return mt is not None and mt.space == 3
     return op.name == "llvm.load" and op.operand_types[0].kind == "ptr" and op.operand_types[0].width == 3
 
 
@@ -111,7 +115,7 @@ class Uniformity:
     def _team_uniform_load(self, op: Op) -> bool:
         # One workgroup in lockstep reads LDS with every lane at one instant: a uniform
         # address gives every lane the same value (batched workgroups read different LDS).
-        return self.lockstep and not self.batched and op.operands[0] not in self.varying
+        return self.lockstep and not self.batched and not any(v in self.varying for v in op.operands)
 
     def _if(self, op: Op) -> None:
         for region in op.regions:

@@ -133,6 +133,9 @@ class NullHooks:
     def fence(self, site, ordering, scope, mask):
         pass
 
+    def stored(self, site, data, mask):
+        pass
+
 
 def workgroups_reached(ctx, mask) -> np.ndarray | None:
     """Which workgroups of a batched wave (lane g*32 + l: lane l of workgroup g) have an
@@ -407,7 +410,7 @@ def _lockstep_hook(method: str):
     return hook_method("LockstepHooks", method, call)
 
 
-for _method in HOOK_METHODS:  # every hook of the ABI; ds/use are bound per instance when direct
+for _method in HOOK_METHODS:  # every hook (ABI and `stored`); ds/use are bound per instance when direct
     setattr(LockstepHooks, _method, _lockstep_hook(_method))
 
 

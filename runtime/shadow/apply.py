@@ -23,7 +23,7 @@ import numpy as np
 
 from ..records import NO_LANE, NO_SITE, NO_WAVE, Cause, Record, Rule
 from .classify import AccessInfo, classify
-from .kinds import ASYNC, DS, N_COUNTERS, OP_READ, TENSOR
+from .kinds import ASYNC, DS, N_COUNTERS, OP_READ, OP_WRITE, TENSOR
 from .lds import LANE_PER_BYTE, Clock, first_per_group
 from .waves import WaveState
 
@@ -126,10 +126,12 @@ class Applier:
             i = j
 
     def _apply(self, item, wave: int, fp=None) -> None:
-        seg, _po, site, op, copy, ctr, seq, A, snap, pay = item
+        seg, po, site, op, copy, ctr, seq, A, snap, pay = item
         lds = self._lds
         if fp is None:
             fp = lds.footprint(pay)
+        if fp is None or not fp.rows.size:
+            self._values.discard(wave, po)
         if fp is None:
             return
         self.events_applied += 1
@@ -142,6 +144,8 @@ class Applier:
             eid = lds.events.append(seq, wave * N_COUNTERS + ctr, op, copy, site, A, seg, clk.tix)
             if isinstance(fp.lanes, int) and fp.lanes == LANE_PER_BYTE:
                 lds.register_per_byte(eid, pay)
+            if op == OP_WRITE and not copy:
+                self._values.attach(wave, po, eid, pay, lds.wl)
             conf, uninit = lds.apply(eid, wave, op, fp, clk)
             if self._ambiguous and op == OP_READ:
                 self._note_consumed(seg, clk)
@@ -246,6 +250,8 @@ class Applier:
                     pairs.append((war, raw))
                 continue
             v = classify(p, cur, snap, self._waves)
+            if v.rule == Rule.WAW and self._values.same(prior, eid, int(g[i])):
+                v = v._replace(rule=Rule.WAW_SAME_VALUE)  # benign: every order stores these bytes
             if v.flip:
                 mine, theirs = theirs, mine
             k = (int(g[i]), v.rule, v.cause, mine[0], theirs[0])

@@ -42,6 +42,7 @@ from .kinds import N_COUNTERS, AccessKind, CopyKind, Counter
 from .lds import LdsShadow
 from .ordering import Ordering
 from .phases import Phases
+from .values import StoredValues
 from .waves import WaveState
 
 __all__ = ["ShadowEngine", "Listener", "AccessKind", "CopyKind", "Counter"]
@@ -112,6 +113,7 @@ class ShadowEngine(Intake, Phases, Ordering, Applier):
         self._seg_recs: set = set()
         self._seg_now = -1
         self._barrier_pairs: set = set()
+        self._values = StoredValues()  # what ds stores wrote, when the executor says (LDS004)
         self._finished = False
         self._peer_bytes: np.ndarray | None = None  # bytes a cluster peer's TDM multicast wrote
 

@@ -53,6 +53,13 @@ class Intake:
         if self._pending > self.PENDING_CAP:
             self._over_cap()
 
+    def stored(self, wave, data) -> None:
+        """Right after `ds` for a store (emulator only): the bytes each lane stores, an array
+        (n_lanes, ...) of the stored values. Lets a race of two stores of identical bytes be
+        named LDS004, a warning (values.py)."""
+        w = self._wave(wave)
+        self._values.note(w.index, w.po, data, self.n_lanes)
+
     def dma(self, wave, site, addr, nbytes, kind, mask) -> None:
         """An async global<->LDS copy issue (ASYNCcnt), per lane like `ds`."""
         w = self._wave(wave)

@@ -47,17 +47,23 @@ def _variant(name: str, tag: str):
     return R if name == "clean" else load_variant(R, BUGS[name], tag=f"{tag}_{name}")
 
 
-def _found(col) -> dict:
+def _found(col, *, as_device: bool = False) -> dict:
     """Each violation by (rule, cause, line, other line) -> the waves, workgroups and LDS
     buffer it names and its severity. The waves of the other side are not compared: the
     device keeps one last writer per word, so which earlier writers it names differs
-    (runtime/device/DESIGN.md, "Bounded history")."""
+    (runtime/device/DESIGN.md, "Bounded history"). `as_device`: the engine's LDS004 (stores of
+    identical bytes; the device runtime sees no stored values) counted as the LDS003 the
+    device reports (docs/memory-model.md)."""
     out = {}
     for r in col.results:
         for v in r.report.violations:
             other = v.other_site.location if v.other_site is not None else None
-            out[(v.code, int(v.cause), v.site.location, other)] = (
-                v.waves, v.workgroups, v.buffer.name if v.buffer else None, v.severity)
+            code, severity = v.code, v.severity
+            if as_device and code == "LDS004":
+                code, severity = "LDS003", "error"
+            key = (code, int(v.cause), v.site.location, other)
+            waves, groups = out.get(key, (frozenset(), frozenset()))[:2]
+            out[key] = (waves | v.waves, groups | v.workgroups, v.buffer.name if v.buffer else None, severity)
     return out
 
 
@@ -70,7 +76,7 @@ def test_emulated_reports_what_the_python_engine_reports(name):
     with hook.sanitize("round-robin", device="emulated") as dev:
         mod.rmsnorm(x, g)
     assert len(dev.results) == len(host.results) == 1
-    assert _found(dev) == _found(host)
+    assert _found(dev) == _found(host, as_device=True)
     assert bool(dev.violations) == (name != "clean")
     assert dev.results[0].report.dropped == 0
 

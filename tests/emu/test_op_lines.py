@@ -12,6 +12,7 @@ import flydsl.compiler as flyc
 import flydsl.expr as fx
 from flydsl._mlir import ir
 from flydsl._mlir.dialects import arith as raw_arith
+from flydsl._mlir.dialects import memref as raw_memref
 from flydsl.compiler.kernel_function import CompilationContext
 from flydsl.utils.smem_allocator import SmemAllocator, SmemPtr
 from ldssan.runtime.emu import UnsupportedOp, emulate
@@ -56,6 +57,24 @@ def _legacy_smem_kernel():
     return launch
 
 
+def _device_variable_kernel():
+    @flyc.kernel
+    def device_variable_kernel(Out: fx.Tensor):
+        tid = fx.thread_idx.x
+        i32 = ir.IntegerType.get_signless(32)
+        counters = ir.MemRefType.get([4], i32)
+        with ir.InsertionPoint(CompilationContext.get_current().gpu_module_body):
+            raw_memref.global_(sym_name="counters", type_=counters, sym_visibility="private")
+        var = raw_memref.get_global(counters, "counters")  # <device_variable>
+        Out[tid] = fx.Int32(raw_memref.load(var, [fx.Index(0).ir_value()]))
+
+    @flyc.jit
+    def launch(Out: fx.Tensor, stream: fx.Stream = fx.Stream(None)):
+        device_variable_kernel(Out).launch(grid=(1, 1, 1), block=(THREADS, 1, 1), stream=stream)
+
+    return launch
+
+
 def _line(builder, marker: str) -> int:
     lines, first = inspect.getsourcelines(builder)
     return first + next(i for i, text in enumerate(lines) if marker in text)
@@ -69,13 +88,28 @@ def test_a_raw_arith_builder_runs_exact():
 
 
 def test_a_refusal_names_the_ops_own_line_not_the_def_line():
+    # a mutable global-memory variable (its value would outlive the launch): refused at get_global
     out = torch.zeros(THREADS, dtype=torch.int32)
     with pytest.raises(UnsupportedOp) as info, emulate():
-        _legacy_smem_kernel()(out)
-    path = inspect.getsourcefile(_legacy_smem_kernel)
+        _device_variable_kernel()(out)
+    path = inspect.getsourcefile(_device_variable_kernel)
     assert info.value.op_name == "memref.get_global"
-    assert f"{path}:{_line(_legacy_smem_kernel, '<get_global>')}:" in str(info.value), str(info.value)
-    assert "SmemAllocator" in str(info.value)
+    assert f"{path}:{_line(_device_variable_kernel, '<device_variable>')}:" in str(info.value), str(info.value)
+    assert "mutable global" in str(info.value)
+
+
+@pytest.mark.parametrize("mode", ["emulate", "sanitize"])
+def test_the_legacy_smem_allocator_runs_and_is_checked(mode):
+    import ldssan
+
+    out = torch.zeros(THREADS, dtype=torch.int32)
+    with (emulate() if mode == "emulate" else ldssan.sanitize()) as ctx:
+        _legacy_smem_kernel()(out)
+    np.testing.assert_array_equal(out.numpy(), np.arange(THREADS))
+    if mode == "sanitize":
+        (launch,) = ctx.results
+        assert launch.report.clean, launch.report.violations
+        assert [launch.sites[i].kind for i in launch.sites].count("ds_write") == 1
 
 
 def test_the_raw_builders_op_carries_its_line_into_the_ir(monkeypatch):
@@ -155,3 +189,32 @@ def test_builders_called_by_ldssans_own_pass_keep_the_location_they_run_under():
     hook_lines = [ln for ln in printed.splitlines() if "@__ldssan_ds" in ln and "llvm.call" in ln]
     assert hook_lines, printed
     assert "instrument.py" not in printed and "locations.py" not in printed
+
+
+def _asm_kernel(text: str):
+    from flydsl._mlir.dialects import llvm as raw_llvm
+
+    @flyc.kernel
+    def asm_kernel(Out: fx.Tensor):
+        tid = fx.thread_idx.x
+        i32 = ir.IntegerType.get_signless(32)
+        v = raw_llvm.inline_asm(i32, [fx.Int32(tid).ir_value()], text, "=s,s,~{scc}", has_side_effects=True)  # <asm>
+        Out[tid] = fx.Int32(v)
+
+    @flyc.jit
+    def launch(Out: fx.Tensor, stream: fx.Stream = fx.Stream(None)):
+        asm_kernel(Out).launch(grid=(1, 1, 1), block=(THREADS, 1, 1), stream=stream)
+
+    return launch
+
+
+def test_inline_asm_from_the_table_runs_and_others_are_refused_at_their_own_line():
+    out = torch.zeros(THREADS, dtype=torch.int32)
+    with emulate():
+        _asm_kernel("s_and_b32 $0, $1, 1")(out)
+    np.testing.assert_array_equal(out.numpy(), np.arange(THREADS) & 1)
+    with pytest.raises(UnsupportedOp) as info, emulate():
+        _asm_kernel("s_or_b32 $0, $1, 1")(out)
+    path = inspect.getsourcefile(_asm_kernel)
+    assert 'llvm.inline_asm "s_or_b32 $0, $1, 1"' in str(info.value)
+    assert f"{path}:{_line(_asm_kernel, '<asm>')}:" in str(info.value), str(info.value)

@@ -216,17 +216,6 @@ def test_lds_store_then_other_wave_reads_after_barrier():
         np.testing.assert_array_equal(run(body, policy=policy), 63 - T)
 
 
-def test_lds_out_of_range_is_an_error_naming_the_offset():
-    body = """
-      %base = llvm.mlir.addressof @lds : !llvm.ptr<3>
-      %c100 = arith.constant 100 : i32
-      %i = arith.addi %t, %c100 : i32
-      %p = llvm.getelementptr %base[%i] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i32
-      llvm.store %t, %p : i32, !llvm.ptr<3>"""
-    with pytest.raises(EmuMemoryError, match="outside the workgroup's 256 bytes of LDS"):
-        run(body, lds_bytes=256)
-
-
 def test_global_access_outside_every_tensor_is_an_error():
     body = """
       %c1000 = arith.constant 100000 : i32

@@ -260,7 +260,8 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
      "SmemAllocator's `memref.get_global`) that ldssan refuses or reports",
      "the refusal or report names the op's own Python line (before: the kernel's `def` line); "
      "`arith.ceildivui`, `subui_extended`, `flush_denormals` and `convertf` run (a signed ceildiv at INT_MIN "
-     "no longer overflows), `memref.get_global` and the scaled float casts are refused with the reason",
+     "no longer overflows), the scaled float casts and a mutable global-memory `memref.global` are refused "
+     "with the reason",
      ("tests/emu/test_op_lines.py::test_a_refusal_names_the_ops_own_line_not_the_def_line",
       "tests/emu/test_op_lines.py::test_the_raw_builders_op_carries_its_line_into_the_ir",
       "tests/emu/conformance/test_arith_ops.py::test_integer_op_matches_its_definition")),
@@ -363,6 +364,36 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
      ("tests/report/test_suppress.py::test_malformed_entry_names_file_and_line",
       "tests/report/test_suppress.py::test_missing_file_and_malformed_inline_comment",
       "tests/report/test_suppress.py::test_inline_comment_wins_over_a_file_entry_which_is_then_stale")),
+    ("a kernel uses FlyDSL's legacy `SmemAllocator` (`memref.global` in workgroup memory, `memref.get_global`, "
+     "`memref.view`, `memref.load/store`, `vector.load/store` on the memref, a TDM descriptor from its aligned "
+     "pointer) or a constant `memref.global` with a `dense<>` initial value",
+     "it runs: the buffer is laid out in LDS with the module's other LDS globals, accesses use MLIR's lowered "
+     "layout, a constant global reads its initial value (read-only); the sanitizer checks each memref LDS "
+     "access as a ds read/write at its own line, with the buffer named (before: `memref.get_global` refused)",
+     ("tests/emu/conformance/test_memref_global.py::test_lds_and_constant_memref_globals_read_and_write_as_defined",
+      "tests/emu/conformance/test_memref_global.py::test_the_sanitizer_sees_memref_lds_accesses_at_their_lines",
+      "tests/emu/test_op_lines.py::test_the_legacy_smem_allocator_runs_and_is_checked")),
+    ("a plain (unsanitized) run makes a ds access outside the workgroup's LDS allocation (FlyDSL's moe_sorting "
+     "oneshot kernel at 7 tokens)",
+     "what the hardware does: the read returns 0, the write is dropped, an atomic changes nothing and returns 0 "
+     "(never another workgroup's or offset's bytes), with one `LdsOutOfRange` warning per launch; a sanitized run "
+     "reports each as LDS031 at its line (before: `EmuMemoryError` stopped the plain run)",
+     ("tests/emu/conformance/test_lds_out_of_range.py::test_out_of_range_reads_return_0_and_writes_are_dropped",
+      "tests/emu/conformance/test_lds_out_of_range.py::"
+      "test_the_sanitizer_reports_each_out_of_range_access_as_lds031_at_its_line")),
+    ("two waves store identical bytes into one LDS slot with no ordering (masked-off lanes parking a sentinel)",
+     "LDS004 waw-same-value, a warning: listed and counted in the pytest summary, the launch stays clean; stores "
+     "of different bytes stay LDS003 and a read racing the slot stays LDS001 (the device runtime, which sees no "
+     "stored values, reports LDS003)",
+     ("tests/emu/conformance/test_same_value_writes.py::test_unordered_stores_of_identical_bytes_are_a_warning",
+      "tests/emu/conformance/test_same_value_writes.py::test_a_read_racing_a_same_value_slot_is_still_an_error")),
+    ("a kernel uses `llvm.inline_asm`",
+     "the strings real gfx1250 kernels use run (`s_and_b32` with an immediate, the empty asm, `s_nop`) and "
+     "`s_wait_dscnt N` / `s_wait_idle` are instrumented as the waits they are; any other text is `UnsupportedOp` "
+     "naming the asm text at its own line, and the pass refuses unknown asm that may touch LDS",
+     ("tests/emu/conformance/test_inline_asm.py::test_asm_waits_complete_the_stores_they_cover",
+      "tests/emu/conformance/test_inline_asm.py::test_other_asm_is_refused_naming_its_text_and_line",
+      "tests/emu/test_op_lines.py::test_inline_asm_from_the_table_runs_and_others_are_refused_at_their_own_line")),
 ]
 
 

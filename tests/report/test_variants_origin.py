@@ -192,7 +192,7 @@ def test_lint_warnings_are_listed_once_in_the_summary(pytester, monkeypatch, lin
         assert "LDS041" not in out and "lint warning" not in out
         return
     res.stdout.fnmatch_lines([
-        "*ldssan: 1 lint warnings (FLYDSL_LDSSAN_LINT=error makes them fail)*",
+        "*ldssan: 1 warnings (they fail no test; FLYDSL_LDSSAN_LINT=error makes the lint ones fail)*",
         f"LDS041 missing-acquire at *test_lint.py:{load}:* (barrier at *test_lint.py:{wait}:*): "
         "* [[]first in test_lint.py::test_first[]]",
     ])

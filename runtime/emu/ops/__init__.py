@@ -38,6 +38,7 @@ def one_line(template: str) -> Callable:
 
 def load_all() -> dict[str, Callable]:
     """Import every dialect module so their emitters register (idempotent)."""
-    from . import arith, copies, gpu, intrinsics, llvm, math, memref, rocdl, sanitizer, scf, vector, wmma  # noqa: F401
+    from . import (arith, copies, gpu, inline_asm, intrinsics, llvm, math, memref, rocdl, sanitizer,  # noqa: F401
+                   scf, vector, wmma)
 
     return EMITTERS

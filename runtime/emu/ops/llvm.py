@@ -49,30 +49,37 @@ def _shape_result(t, res: int, rt: Type, raw: str) -> str:
 
 @emits("llvm.load")
 def load(t, op: Op) -> None:
-    ptr, res = op.operands[0], op.results[0]
-    rt = op.result_types[0]
-    space = addr_space(op.operand_types[0])
+    ptr = op.operands[0]
+    emit_load(t, op.results[0], op.result_types[0], addr_space(op.operand_types[0]), t.v(ptr), t.lanes(ptr))
+
+
+def emit_load(t, res: int, rt: Type, space: int, addr: str, addr_lanes: str) -> None:
+    """Load value `res` of type `rt` from address expression `addr` (`addr_lanes`: the same in
+    per-lane shape) in address space `space` (llvm.load, and the memref loads)."""
     dt, n = _count(rt)
     if space == 3 and t.uniform(res):  # one workgroup in lockstep, a uniform address
-        raw = f"R.lds_load_uniform(ctx, {t.v(ptr)}, {dt}, {n}, {t.mask})"
+        raw = f"R.lds_load_uniform(ctx, {addr}, {dt}, {n}, {t.mask})"
         t.out(f"{t.v(res)} = {raw}" if lane_vector(rt) else f"{t.v(res)} = {raw}[0]")
     elif space == 3:
-        raw = f"R.lds_load(ctx, {t.v(ptr)}, {dt}, {n}, {t.mask})"
+        raw = f"R.lds_load(ctx, {addr}, {dt}, {n}, {t.mask})"
         t.out(f"{t.v(res)} = {_shape_result(t, res, rt, raw)}")
     elif t.uniform(res):
-        raw = f"R.global_load_uniform(ctx, {t.v(ptr)}, {dt}, {n})"
+        raw = f"R.global_load_uniform(ctx, {addr}, {dt}, {n})"
         t.out(f"{t.v(res)} = {raw}" if lane_vector(rt) else f"{t.v(res)} = {raw}[0]")
     else:
-        raw = f"R.global_load(ctx, {t.lanes(ptr)}, {dt}, {n}, {t.mask})"
+        raw = f"R.global_load(ctx, {addr_lanes}, {dt}, {n}, {t.mask})"
         t.out(f"{t.v(res)} = {_shape_result(t, res, rt, raw)}")
 
 
 @emits("llvm.store")
 def store(t, op: Op) -> None:
     val, ptr = op.operands
-    space = addr_space(op.operand_types[1])
+    emit_store(t, val, addr_space(op.operand_types[1]), t.v(ptr))
+
+
+def emit_store(t, val: int, space: int, addr: str) -> None:
     fn = "R.lds_store" if space == 3 else "R.global_store"
-    t.out(f"{fn}(ctx, {t.v(ptr)}, {t.lanes(val)}, {t.mask})")
+    t.out(f"{fn}(ctx, {addr}, {t.lanes(val)}, {t.mask})")
 
 
 def gep_offsets(elem: Type, indices: list) -> list[tuple[str | int, int]]:

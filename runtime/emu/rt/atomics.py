@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .ints import umax, umin
-from .memory import check_lds_range
+from .memory import out_of_range
 
 _RMW_FN = {
     "xchg": lambda old, v: v, "add": lambda old, v: old + v, "sub": lambda old, v: old - v,
@@ -16,17 +16,19 @@ _RMW_FN = {
 }
 
 
-def _atomic_views(ctx, space, addr, nbytes):
-    """(byte array, flat byte indices (L, nbytes)) of an atomic's target words."""
+def _atomic_views(ctx, space, addr, nbytes, mask):
+    """(byte array, flat byte indices (L, nbytes), in-range lanes) of an atomic's target
+    words. An LDS atomic outside the workgroup's allocation changes nothing and returns 0,
+    like any out-of-range ds access (`memory.out_of_range`)."""
     if space == 3:
         if ctx.ds_queue:
             ctx.flush_ds()
         idx, ok = ctx.lds.flat_index(ctx.group_base, addr, nbytes)
-        if not ok.all() and not ctx.lds_oob_ok:
-            check_lds_range(ctx, addr, nbytes, np.ones(ctx.L, bool))
-        return ctx.lds.data, idx
+        if not (ok | ~mask).all():
+            out_of_range(ctx, addr, nbytes, mask)
+        return ctx.lds.data, idx, ok
     r, off = ctx.gmem.locate(addr, nbytes)
-    return r.view, off[:, None] + np.arange(nbytes, dtype=np.int64)
+    return r.view, off[:, None] + np.arange(nbytes, dtype=np.int64), np.ones(len(addr), bool)
 
 
 def atomic_rmw(ctx, space, kind, addr, val, mask):
@@ -38,9 +40,9 @@ def atomic_rmw(ctx, space, kind, addr, val, mask):
     lanes = np.flatnonzero(mask)
     if lanes.size == 0:
         return old
-    mem, idx = _atomic_views(ctx, space, np.where(mask, addr, addr[lanes[0]]), dt.itemsize)
+    mem, idx, ok = _atomic_views(ctx, space, np.where(mask, addr, addr[lanes[0]]), dt.itemsize, mask)
     fn = _RMW_FN[kind]
-    for lane in lanes:
+    for lane in lanes[ok[lanes]]:
         cur = mem[idx[lane]].view(dt)[0]
         old[lane] = cur
         mem[idx[lane]] = np.asarray(fn(cur, val[lane]), dtype=dt).reshape(1).view(np.uint8)
@@ -57,8 +59,8 @@ def atomic_cmpxchg(ctx, space, addr, cmp, new, mask):
     lanes = np.flatnonzero(mask)
     if lanes.size == 0:
         return (old, ok)
-    mem, idx = _atomic_views(ctx, space, np.where(mask, addr, addr[lanes[0]]), dt.itemsize)
-    for lane in lanes:
+    mem, idx, in_range = _atomic_views(ctx, space, np.where(mask, addr, addr[lanes[0]]), dt.itemsize, mask)
+    for lane in lanes[in_range[lanes]]:
         cur = mem[idx[lane]].view(dt)[0]
         old[lane] = cur
         if cur == cmp[lane]:

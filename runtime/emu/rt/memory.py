@@ -3,7 +3,11 @@ and buffer resources. Masked lanes never touch memory."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
+
+from ldssan.passes.ir.caches import register_cache
 
 from ..memory import EmuMemoryError
 
@@ -23,8 +27,7 @@ def lds_load(ctx, addr, dtype, count, mask):
     ok &= mask
     raw = arr[idx]
     if not ok.all():
-        if not ctx.lds_oob_ok:
-            check_lds_range(ctx, addr, nb, mask)
+        out_of_range(ctx, addr, nb, mask)
         raw[~ok] = 0
     return raw.view(dtype).reshape(L, count)
 
@@ -53,8 +56,7 @@ def lds_store(ctx, addr, data, mask, *, queued: bool = True):
         raw = raw.view(np.uint32)
     ok &= mask
     if not ok.all():
-        if not ctx.lds_oob_ok:
-            check_lds_range(ctx, addr, raw.shape[1] * raw.itemsize, mask)
+        out_of_range(ctx, addr, raw.shape[1] * raw.itemsize, mask)
         idx, raw = idx[ok], raw[ok]
     if queued and ctx.ds_queue is not None:
         ctx.ds_queue.append((arr, idx, raw))  # lands at the wave's next dscnt wait / fence / barrier
@@ -62,14 +64,25 @@ def lds_store(ctx, addr, data, mask, *, queued: bool = True):
         arr[idx] = raw
 
 
-def check_lds_range(ctx, addr, nbytes, mask):
-    """Raise for the first active lane whose access leaves the workgroup's LDS."""
+class LdsOutOfRange(UserWarning):
+    """A plain (unsanitized) run made a ds access outside the workgroup's LDS allocation."""
+
+
+def out_of_range(ctx, addr, nbytes, mask) -> None:
+    """Active lanes of a ds access left the workgroup's LDS: as on the hardware, their reads
+    return 0 and their writes are dropped (the callers do that; docs/memory-model.md). A
+    sanitized run reports each as LDS031 with its line; a plain run warns once per launch."""
+    if ctx.lds_oob_ok or ctx.lds.oob_warned:
+        return
     bad = mask & ((addr < 0) | (addr + nbytes > ctx.lds.lds_bytes))
     if bad.any():
+        ctx.lds.oob_warned = True
         lane = int(np.argmax(bad))
-        raise EmuMemoryError(
-            f"LDS access of {nbytes} bytes at offset {int(addr[lane])} (lane {lane % 32}) is outside "
-            f"the workgroup's {ctx.lds.lds_bytes} bytes of LDS")
+        warnings.warn(LdsOutOfRange(
+            f"ldssan-emu: an LDS access of {nbytes} bytes at offset {int(addr[lane])} (lane {lane % 32}) is "
+            f"outside the workgroup's {ctx.lds.lds_bytes} bytes of LDS: it read 0 / was dropped, as on "
+            "gfx1250 (further ones in this launch are not repeated); ldssan.sanitize() reports each as "
+            "LDS031 with its line"), stacklevel=2)
 
 
 def global_load(ctx, addr, dtype, count, mask):
@@ -136,3 +149,43 @@ def buffer_store(ctx, data, rsrc, voffset, soffset, mask):
         ctx.gmem.write(addr, rows)
     elif inb.any():
         ctx.gmem.write(addr[inb], rows[inb])
+
+
+# the arrays behind constant memref.globals, kept alive for the process (their addresses are
+# what kernels load through), one per (name, initial value, element type)
+_CONSTANTS: dict[tuple[str, str, str], np.ndarray] = register_cache({})
+
+
+def constant_global(ctx, name: str, initial: str, dtype: np.dtype, count: int) -> np.int64:
+    """The address of a constant `memref.global`'s data, registered read-only in the launch's
+    global memory: `count` elements of `dtype` from its `dense<...>` initial value (a splat
+    fills them all)."""
+    key = (name, initial, dtype.str)
+    arr = _CONSTANTS.get(key)
+    if arr is None:
+        arr = _dense_elements(initial, dtype, count)
+        arr.flags.writeable = False
+        _CONSTANTS[key] = arr
+    addr = arr.ctypes.data
+    if ctx.gmem.find(addr, arr.nbytes) is None:
+        ctx.gmem.add(addr, arr.nbytes, f"constant memref.global @{name}")
+        ctx.gmem.find(addr).view.flags.writeable = False  # a store to it fails, naming the op
+    return np.int64(addr)
+
+
+def _dense_elements(text: str, dtype: np.dtype, count: int) -> np.ndarray:
+    body = text[text.index("<") + 1: text.rindex(">", 0, text.rindex(":"))].strip()
+    if body.startswith('"0x'):
+        arr = np.frombuffer(bytes.fromhex(body[3:-1]), dtype=dtype).copy()
+    else:
+        words = body.replace("[", " ").replace("]", " ").replace(",", " ").split()
+        if dtype == np.bool_:
+            arr = np.array([w == "true" for w in words], dtype=dtype)
+        else:
+            conv = float if dtype.kind in "fV" else int
+            arr = np.array([conv(w) for w in words], dtype=np.float64 if dtype.kind in "fV" else None).astype(dtype)
+    if arr.size == 1:
+        arr = np.full(count, arr[0], dtype=dtype)
+    if arr.size != count:
+        raise ValueError(f"the initial value of memref.global has {arr.size} elements, its type {count}")
+    return arr

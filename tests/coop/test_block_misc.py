@@ -107,8 +107,9 @@ _WARP_STRIPED = {"MATCH", "MATCH_EARLY_COUNTS_ANY", "MATCH_EARLY_COUNTS_ATOMIC_O
 # BASIC and MEMOIZE end every bin's scan with `storage.prefix[digit] = offset` executed by
 # every thread of every wave with no barrier between the waves' stores (flydsl 0.5.0,
 # extension/coop/block/radix_rank.py:659). The value is block-uniform, so the result is
-# right, but by the gfx1250 memory model it is an unordered write-write race (no value
-# exemption): ldssan reports LDS003 at the rank call, against the same call in another wave.
+# right: unordered stores of identical bytes are benign by the memory model, so ldssan reports
+# them as the LDS004 warning (never an error) at the rank call, against the same call in
+# another wave, and the launch stays clean.
 _SAME_VALUE_STORES = {"BASIC", "MEMOIZE"}
 
 
@@ -148,7 +149,8 @@ def test_block_radix_rank(name):
         outs, report = run_sanitized(launch, [x], [torch.zeros_like(x)], policy)
         expect(outs, policy)
         found = {(v.code, v.site.file, v.site.line, v.other_site.line) for v in report.violations}
-        assert found == {("LDS003", __file__, line, line)}, render_text(report)
+        assert found == {("LDS004", __file__, line, line)}, render_text(report)
+        assert report.clean and all(v.severity == "warning" for v in report.violations), render_text(report)
         # the racing bytes are the 16 Int32 bin prefixes, nothing else
         assert all(v.buffer is not None and v.buffer.size == 16 * 4 for v in report.violations), \
             render_text(report)

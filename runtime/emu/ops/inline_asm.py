@@ -25,6 +25,7 @@ from typing import Callable
 from ldssan.passes.gfx1250 import INLINE_ASM_WAITS, inline_asm_waits
 from ldssan.passes.ir.irview import Op
 from ..errors import UnsupportedOp
+from ..events import WaitCount
 from . import emits
 from .rocdl import _COUNTERS
 
@@ -92,4 +93,4 @@ def s_wait(t, op: Op, m) -> None:
     if op.results or op.operands:
         raise UnsupportedOp(named(m.group(0)), op.loc, "a wait takes no operands and has no result")
     for wait_op, n in inline_asm_waits(m.group(0)):
-        t.out(f"yield ('waitcnt', {_COUNTERS[wait_op]!r}, {n})")
+        t.yield_event(WaitCount(_COUNTERS[wait_op], n))

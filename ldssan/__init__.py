@@ -23,8 +23,10 @@ from typing import TYPE_CHECKING
 
 # The engine layers keep the design's top-level folders; pyproject.toml's package-dir installs
 # them under this namespace (a wheel copies them into ldssan/). A source checkout maps them here,
-# to the checkout this package was imported from: each file has one path, and a second
-# checkout's editable install can never lend its copy of a layer.
+# to the checkout this package was imported from: modules load from the top-level path (the one
+# tracebacks show and the one to edit), and a second checkout's editable install can never lend
+# its copy of a layer. The checkout's ldssan/{runtime,passes,kernels} links exist only for tools
+# that walk the package folder (import-linter's graph); nothing is imported through them.
 LAYERS = {"ldssan.passes": "passes", "ldssan.runtime": "runtime", "ldssan.kernels": "kernels"}
 
 
@@ -44,7 +46,7 @@ class _CheckoutLayers(importlib.abc.MetaPathFinder):
 def _map_checkout_layers() -> None:
     here = Path(__file__).resolve().parent
     root = here.parent
-    if any((here / folder).exists() for folder in LAYERS.values()):
+    if any((here / folder).exists() and not (here / folder).is_symlink() for folder in LAYERS.values()):
         return  # an installed wheel: the layers are real subpackages here
     if not all((root / folder / "__init__.py").is_file() for folder in LAYERS.values()):
         return

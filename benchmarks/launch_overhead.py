@@ -59,7 +59,8 @@ def run_launches(kernel: str, mode: str, m: int, n: int, launches: int) -> dict:
     counts = _counters()
     call = kernel_call(kernel, m, n)
     walls, execs = [], []
-    with (hook.sanitize() if mode == "sanitized" else emulate()) as got:
+    # memo=0: identical launches are executed, not replayed (this measures each launch)
+    with (hook.sanitize(memo=0) if mode == "sanitized" else emulate()) as got:
         cfg = frontend.current()
         for _ in range(launches):
             t0 = time.perf_counter()

@@ -39,6 +39,10 @@ def test_a_kernel_with_an_asyncmark_is_refused_naming_it_and_its_line():
             mod.gemm(*_gemm_inputs(), waves=4, nb=3)
 
 
+# A GEMM through the device runtime costs over a minute on 2 cores: the default run keeps one
+# (test_device_diff DEFAULT_GEMM: TDM copies, waits, the shadow in global scratch); these two
+# run with `-m slow`.
+@pytest.mark.slow
 def test_a_gemm_links_with_its_shadow_in_global_scratch_sized_at_launch():
     """GEMM's LDS is one dynamic arena: the shadow goes to a scratch slot per workgroup,
     sized for the launch's LDS (the descriptor the host writes before the launch)."""
@@ -59,6 +63,7 @@ def _line(module, text):
     return next(i + 1 for i, ln in enumerate(open(module.__file__).read().splitlines()) if ln.strip() == text)
 
 
+@pytest.mark.slow
 def test_a_copy_never_waited_is_lds013_at_the_wave_end():
     """The scale copies' wait deleted and the epilogue's barrier with it: each wave ends with
     its async copies outstanding -- the device names them at its end, as the engine does."""

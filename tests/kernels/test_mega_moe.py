@@ -1,6 +1,7 @@
 """The bundled MegaMoE (kernels/mega_moe.py) on the virtual gfx1250, sanitized: every routing
 case matches the numpy reference (routing decisions exactly, the output at bf16 precision)
-with no violations, every case under every scheduler policy; persistent workgroups resident
+with no violations, every case under every scheduler policy (two per case in the default run, the rest
+under `-m slow`: tests/sweeps.py); persistent workgroups resident
 together (resident=4) so their pulls from the work counter interleave."""
 
 from __future__ import annotations
@@ -11,11 +12,10 @@ import torch
 
 from ldssan import hook
 from ldssan.kernels import mega_moe as M
-from ldssan.runtime.emu import ALL_POLICIES
+from tests.sweeps import POLICIES, case_policy_params, default_policies
 
 from .protocol import MOE_GEMM_SYNCS, MOE_ROUTE_SYNCS, mega_moe_sites
 
-POLICIES = [str(p) for p in ALL_POLICIES]
 INTER = 256
 
 
@@ -114,9 +114,9 @@ def run_checked(case: str, policy: str, *, resident: int = 4):
         assert r.report.clean and not r.report.dropped, (r.kernel, r.report.violations)
 
 
-@pytest.mark.parametrize("policy", POLICIES)
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("case, policy", case_policy_params(CASES))
 def test_mega_moe_matches_reference_with_no_violations_under_every_policy(case, policy):
+    """Every case under every policy (two per case in the default run; tests/sweeps.py)."""
     run_checked(case, policy)
 
 
@@ -191,3 +191,8 @@ def _small(**kw):
 def test_bad_arguments_are_rejected(kw, exc, match):
     with pytest.raises(exc, match=match):
         M.mega_moe(**_small(**kw))
+
+
+def test_the_default_run_still_runs_every_policy_on_some_case():
+    default = set().union(*(default_policies(i) for i in range(len(CASES))))
+    assert default == set(POLICIES)

@@ -41,7 +41,12 @@ def test_warp_exchange_baseline_passes(tmp_path):
     assert [(m["id"], m["status"]) for m in kernel["mutants"]] == [("delete-sync:304", "equivalent")]
 
 
-@pytest.mark.parametrize("module", sorted(NEW))
+# topk and radix_rank cost 15-20 s each on 2 cores: campaign-sized, so `-m slow`.
+_CAMPAIGN_SIZED = {"block.topk", "block.radix_rank"}
+
+
+@pytest.mark.parametrize("module", [pytest.param(m, marks=pytest.mark.slow) if m in _CAMPAIGN_SIZED else m
+                                    for m in sorted(NEW)])
 def test_clean_baseline_passes_and_a_deleted_barrier_is_killed(module, tmp_path):
     cases, mutant = NEW[module]
     out = tmp_path / "out.json"
@@ -91,6 +96,7 @@ def test_an_undecorated_method_that_synchronizes_is_device_code():
     assert fns["host_only"] not in src.device_nodes and fns["host_helper"] not in src.device_nodes
 
 
+@pytest.mark.slow  # a radix_rank campaign case (over 20 s on 2 cores)
 def test_radix_rank_two_pass_case_reaches_the_multi_pass_barriers(tmp_path):
     """The 2-pass case runs `_publish` (digits and indices published for the next pass):
     its barrier (line 216) was not built by any single-pass case; deleted, it is a race."""

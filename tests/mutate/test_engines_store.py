@@ -52,6 +52,7 @@ def kernel(write_kernel):
     return Path(write_kernel())
 
 
+@pytest.mark.slow  # starts a dask local cluster (about 25 s on 2 cores)
 def test_dask_local_cluster_gives_the_local_verdicts(tiny_campaign, kernel):
     pytest.importorskip("distributed", reason="dask.distributed is not installed (pip install 'ldssan[dask]')")
     _code, local, _md = tiny_campaign

@@ -179,6 +179,12 @@ def test_xdist_controller_reports_every_workers_launches(kernel_tests, monkeypat
     assert doc["tests"]["test_kernels.py::test_racy"]["violations"] == 1
     assert doc["memo"] == {"replayed": 0, "recorded": 2, "not_memoizable": {}}  # the workers' memo outcomes
 
+
+@pytest.mark.slow  # a second xdist session (about 30 s on 2 cores); the one above runs in CI
+def test_xdist_clean_session_counts_the_launches_its_workers_checked(kernel_tests, monkeypatch):
+    import json
+
+    monkeypatch.setenv("FLYDSL_LDSSAN", "1")
     clean = kernel_tests.runpytest_subprocess("-p", "ldssan", "-n", "2", "-k", "clean",
                                               "--ldssan-report=clean.json", "--ldssan-require-launch")
     clean.assert_outcomes(passed=1)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..shadow import CopyKind, Counter
+from ..shadow import AccessKind, CopyKind, Counter
 from ..shadow.peers import ClusterChecker
 from .hooks import _ARRIVALS, ShadowHooks
 from .multicast import flat_id, peers
@@ -45,20 +45,20 @@ class ClusterHooks(ShadowHooks):
 
     def ds(self, site, ptr, nbytes, kind, mask):
         super().ds(site, ptr, nbytes, kind, mask)
-        self._lanes(site, ptr, nbytes, mask)
+        self._lanes(site, ptr, nbytes, mask, write=int(kind) != AccessKind.READ)
 
     def dma(self, site, ptr, nbytes, kind, mask):
         super().dma(site, ptr, nbytes, kind, mask)
         if int(kind) == CopyKind.FROM_LDS:  # a copy into LDS vs a peer's copy: not checked (peers.py)
             self._lanes(site, ptr, nbytes, mask)
 
-    def _lanes(self, site, ptr, nbytes, mask) -> None:
+    def _lanes(self, site, ptr, nbytes, mask, write: bool = False) -> None:
         """A per-lane access of `nbytes` at each active lane's LDS address, to the checker."""
         lanes = np.flatnonzero(np.broadcast_to(np.asarray(mask, bool), (32,)))
         if lanes.size:
             addr = np.broadcast_to(np.asarray(ptr, np.int64), (32,))[lanes]
             offsets = (addr[:, None] + np.arange(int(nbytes))).reshape(-1)
-            self.checker.access(self.me, self.wave, site, offsets, np.repeat(lanes, int(nbytes)))
+            self.checker.access(self.me, self.wave, site, offsets, np.repeat(lanes, int(nbytes)), write=write)
 
     def tdm(self, site, g0, g1, g2, g3, kind, mask):
         super().tdm(site, g0, g1, g2, g3, kind, mask)
@@ -68,11 +68,14 @@ class ClusterHooks(ShadowHooks):
             self.checker.access(self.me, self.wave, site, offsets, None)
             self.checker.tensor_op(self.me, self.wave, site, {})
             return
+        descs = decode_batch(self.ctx, g0, g1, g2, g3)
         try:
-            targets = peers(self.ctx, decode_batch(self.ctx, g0, g1, g2, g3).mcast_mask)
+            targets = peers(self.ctx, descs.mcast_mask)
         except NotImplementedError:
             return  # the TDM op itself, right after this hook, refuses the mask naming its line
-        self.checker.tensor_op(self.me, self.wave, site, {p: offsets for p in targets})
+        # the tile a multicast names (merged requests, shadow/peers.py): global address and mask
+        tile = (_first(descs.global_addr), _first(descs.mcast_mask)) if targets else None
+        self.checker.tensor_op(self.me, self.wave, site, {p: offsets for p in targets}, own=offsets, tile=tile)
         for p in targets:  # the peer's own engine: these bytes are written (no LDS030 on them)
             self.link.waves[p][0].san.engine.peer_written(offsets)
 
@@ -87,3 +90,8 @@ class ClusterHooks(ShadowHooks):
             self.checker.signal(self.me, self.wave, int(bid))
         else:
             self.checker.wait(self.me, self.wave, int(bid))
+
+
+def _first(column) -> int:
+    """A descriptor field of the (one) workgroup of a cluster team."""
+    return int(np.asarray(column).reshape(-1)[0])

@@ -17,6 +17,18 @@ multicast in a cluster"):
   issuing `d`;
 - anything else is LDS014, with the access as the record's site and the copy as the other.
 
+**Merged requests.** When the receiving workgroup j issues the same multicast itself (same
+global address, workgroup mask and LDS bytes: every workgroup sharing a tile loads it, as
+FlyDSL's cluster GEMMs and IREE Wave's multicast pass do), the requests are one merged
+request and the tile reaches j's LDS no earlier than j's own request and complete at j's own
+completion of it. So a peer copy `d` and an access `a` of j are also ordered when j's
+matching request `m` (same key, same occurrence) exists and either `a` is before `m`'s issue
+in j (same wave earlier, or through a workgroup barrier phase), or `a` is a read after `m`
+completed in j (the wave's own tensor wait, or a workgroup phase after it) with no newer own
+copy into those bytes completed before `a` (the bytes are still that tile: a late peer
+re-sends identical bytes). A write of j after `m`, or a read of a later tile, still needs the
+cluster rule: a late peer's re-send must not land on newer data.
+
 Only the waves' own `-3` waits count (a wave that learns of a cluster phase only through a
 workgroup barrier after another wave's wait is not credited: conservative). Nothing here
 depends on the schedule: every event keeps its wave's counts at issue, and the pairs are
@@ -57,9 +69,14 @@ class _Event:
     nsig1: int
     ncs: int
     ncw: int
+    tseq: int = 0  # the wave's TENSORcnt ops issued by this event (a copy: itself included)
+    nwait1: int = 0  # workgroup barrier waits the wave returned from
+    tdone: int = 0  # the wave's tensor ops complete (by its waits) at this event
     seq: int = 0  # a copy: its TENSORcnt sequence number
     bytes: np.ndarray | None = None  # LDS byte offsets (an access: lane-major)
     lanes: np.ndarray | None = None  # lane of each byte (an access); None: wave-level op
+    write: bool = False  # an access that writes LDS
+    key: tuple | None = None  # a multicast load: (global address, mask, LDS bytes, occurrence)
 
 
 @dataclass
@@ -69,6 +86,8 @@ class _Group:
     # per cluster phase this workgroup signalled: (wave, its nwait1, its tdone, its ncs before)
     csig: list = field(default_factory=list)
     incoming: list = field(default_factory=list)  # (issuer flat id, copy _Event) into this LDS
+    own: list = field(default_factory=list)  # this workgroup's TDM loads into its own LDS (_Event)
+    issued: dict = field(default_factory=dict)  # (wave, tile) -> multicast loads of it issued so far
     accesses: list = field(default_factory=list)  # _Event: reads and writes alike (both race a copy)
 
     def wave(self, w: int) -> _Wave:
@@ -89,26 +108,39 @@ class ClusterChecker:
 
     def _event(self, g: int, w: int, site: int, **kw) -> _Event:
         s = self.groups[g].wave(w)
-        return _Event(w, int(site), len(s.sig1), s.ncs, s.ncw, **kw)
+        return _Event(w, int(site), len(s.sig1), s.ncs, s.ncw, s.tseq, s.nwait1, s.tdone, **kw)
 
     # -- events, in each wave's program order ----------------------------------------------
-    def tensor_op(self, g: int, w: int, site: int, targets: dict[int, np.ndarray]) -> None:
+    def tensor_op(self, g: int, w: int, site: int, targets: dict[int, np.ndarray], *,
+                  own: np.ndarray | None = None, tile: tuple | None = None) -> None:
         """A TDM op of wave w of workgroup g (it counts on TENSORcnt); `targets`: the peers
-        its multicast writes, with the LDS bytes of the tile."""
-        s = self.groups[g].wave(w)
+        its multicast writes, with the LDS bytes of the tile; `own`: the bytes a load writes
+        in g's own LDS; `tile`: (global address, workgroup mask) of a multicast load."""
+        grp = self.groups[g]
+        s = grp.wave(w)
         s.tseq += 1
+        key = None
+        if own is not None:
+            offsets = np.asarray(own, np.int64)
+            if tile is not None:
+                tile = (*tile, offsets.tobytes())
+                n = grp.issued.get((w, tile), 0)
+                grp.issued[(w, tile)] = n + 1
+                key = (*tile, n)
+            grp.own.append(self._event(g, w, site, seq=s.tseq, bytes=offsets, key=key))
         for peer, offsets in targets.items():
-            ev = self._event(g, w, site, seq=s.tseq, bytes=np.asarray(offsets, np.int64))
+            ev = self._event(g, w, site, seq=s.tseq, bytes=np.asarray(offsets, np.int64), key=key)
             self.groups[peer].incoming.append((g, ev))
 
     def tensor_wait(self, g: int, w: int, n: int) -> None:
         s = self.groups[g].wave(w)
         s.tdone = max(s.tdone, s.tseq - n)
 
-    def access(self, g: int, w: int, site: int, offsets: np.ndarray, lanes) -> None:
+    def access(self, g: int, w: int, site: int, offsets: np.ndarray, lanes, *, write: bool = False) -> None:
         """An LDS access (read or write: either races a copy's writes) of wave w of workgroup
         g: byte offsets and their lanes (None: a wave-level op)."""
-        self.groups[g].accesses.append(self._event(g, w, site, bytes=np.asarray(offsets, np.int64), lanes=lanes))
+        self.groups[g].accesses.append(self._event(g, w, site, bytes=np.asarray(offsets, np.int64), lanes=lanes,
+                                                   write=write))
 
     def signal(self, g: int, w: int, bid: int) -> None:
         grp = self.groups[g]
@@ -158,6 +190,7 @@ class ClusterChecker:
         for grp in self.groups.values():
             grp.accesses.clear()
             grp.incoming.clear()
+            grp.own.clear()
 
     def _check_group(self, j: int, grp: _Group) -> None:
         # each wave's events are in its program order; sorting (stably) by issuer and wave
@@ -181,7 +214,7 @@ class ClusterChecker:
             # the exact common bytes only for an unordered pair
             for n in np.flatnonzero((lo <= b.max()) & (hi >= b.min())).tolist():
                 i, d = incoming[n]
-                key = (n, a.wave, a.nsig1, a.ncs, a.ncw)
+                key = (n, a.wave, a.nsig1, a.ncs, a.ncw, a.nwait1, a.tseq, a.tdone, a.write)
                 cause = verdicts.get(key, verdicts)
                 if cause is verdicts:
                     cause = verdicts[key] = self._unordered(i, d, j, a)
@@ -199,6 +232,39 @@ class ClusterChecker:
                     seen.add(key)
                     self.ring.push(rec)
 
+    # -- merged requests (module docstring) -------------------------------------------------
+    def _complete_before(self, j: int, m: _Event, a: _Event) -> bool:
+        """j's own copy m was complete, for a's wave, before access a (both of workgroup j)."""
+        if a.wave == m.wave:
+            return a.tdone >= m.seq
+        sig1 = self.groups[j].wave(m.wave).sig1
+        p = min(a.nwait1, len(sig1)) - 1
+        return p >= 0 and sig1[p] >= m.seq
+
+    @staticmethod
+    def _issued_before(x: _Event, y: _Event) -> bool:
+        """Event x of a workgroup is ordered before the issue of its copy y."""
+        return x.tseq < y.seq if x.wave == y.wave else x.nsig1 < y.nwait1
+
+    def _merged(self, j: int, d: _Event, a: _Event) -> bool:
+        """d and a are ordered through j's own matching request (module docstring)."""
+        if d.key is None:
+            return False
+        own = self.groups[j].own
+        for m in own:
+            if m.key != d.key:
+                continue
+            if self._issued_before(a, m):
+                return True
+            if a.write or not self._complete_before(j, m, a):
+                continue
+            # a newer own copy into the tile's bytes, complete before a: a may read newer data
+            newer = (m2 for m2 in own if m2 is not m and self._issued_before(m, m2) and self._complete_before(j, m2, a)
+                     and np.isin(m2.bytes, m.bytes).any())
+            if next(newer, None) is None:
+                return True
+        return False
+
     def _unordered(self, i: int, d: _Event, j: int, a: _Event) -> Cause | None:
         """None when copy `d` of workgroup i and access `a` of workgroup j are ordered
         (either way), else the cause of the record."""
@@ -206,6 +272,8 @@ class ClusterChecker:
         if any(self._published(i, d, k) for k in reversed(range(a.ncw))):
             return None
         if any(self._before_signal(j, a, k) for k in reversed(range(d.ncw))):
+            return None
+        if self._merged(j, d, a):
             return None
         if any(self._before_signal(i, d, k) for k in range(a.ncw)):
             return Cause.COPY_NOT_WAITED  # a cluster phase separated them; the copy was not complete

@@ -42,7 +42,7 @@ def _compile(bug: str, pattern: str = "split"):
         f32 = fx.PointerType.get(elem_ty=fx.Float32.ir_type, address_space=fx.AddressSpace.Shared, alignment=4)
         own = arith.shli(arith.constant(1, type=T.i32), arith.index_cast(T.i32, wg))
         for r in range_constexpr(ROUNDS):
-            if r > 0 and bug != "no_reuse_barrier":
+            if r > 0 and bug not in ("no_reuse_barrier", "no_cluster_sync"):
                 cluster.cluster_barrier()  # every workgroup read the slots before they are refilled
             # split: workgroup x's tile of round r goes to slot x of both workgroups' LDS (mask
             # 0b11); shared: both workgroups load both tiles with that mask (FlyDSL's cluster
@@ -57,7 +57,7 @@ def _compile(bug: str, pattern: str = "split"):
                 tdm_ops.tensor_load_2d(desc)  # TDM
             if bug != "no_wait":
                 tdm_ops.tensor_wait(0)
-            if bug == "no_cluster_barrier":
+            if bug in ("no_cluster_barrier", "no_cluster_sync"):
                 gpu.barrier()
             else:
                 cluster.cluster_barrier()
@@ -137,3 +137,27 @@ def test_planted_bug_is_lds014_with_the_reading_and_the_issuing_line(bug):
         verdicts.add(frozenset((v.code, v.site.line, v.other_site and v.other_site.line, v.message, v.count,
                                 v.lds_range, frozenset(v.waves), frozenset(v.lanes)) for v in results.violations))
     assert len(verdicts) == 1, verdicts  # the same report under every schedule
+
+
+# Merged requests (docs/memory-model.md): when every workgroup sharing a tile issues the same
+# multicast ("shared"), each one's own tensor wait covers the tile in its own LDS, so reading
+# it after the wait and a *workgroup* barrier is ordered (FlyDSL's cluster GEMM steady state,
+# IREE Wave's multicast pipelines). The reuse cluster barrier is still needed before a refill,
+# and a missing wait is still a race. (Without the reuse barrier but with the cluster barrier
+# after each wait, a merged kernel is still ordered: that barrier keeps the rounds together.)
+@pytest.mark.parametrize("policy", ["round-robin", "reverse", "random(3)+random"])
+def test_merged_request_is_published_by_the_readers_own_wait_and_workgroup_barrier(policy):
+    a, out, results = _run("no_cluster_barrier", hook.sanitize(policy), pattern="shared")
+    np.testing.assert_array_equal(out.numpy(), _reference(a))
+    assert not results.violations, results.violations
+
+
+# no_cluster_sync: workgroup barriers only. A workgroup may then run a round ahead, and a
+# late peer's re-send of round 0 can land on its round-1 tile.
+@pytest.mark.parametrize("bug", ["no_wait", "no_cluster_sync"])
+def test_merged_request_still_needs_the_wait_and_a_cluster_barrier_between_rounds(bug):
+    for policy in ("round-robin", "reverse", "random(3)+random"):
+        _a, _out, results = _run(bug, hook.sanitize(policy), pattern="shared")
+        found = [v for v in results.violations if v.code == "LDS014"]
+        assert found, results.violations
+        assert all((v.site.line, v.other_site.line) == (READ, TDM) for v in found), found

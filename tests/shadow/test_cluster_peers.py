@@ -37,7 +37,7 @@ def _copy(c, wait: bool = True) -> None:
 
 
 def _read(c, wave: int = 0, write: bool = False) -> None:
-    c.access(1, wave, WRITE if write else READ, TILE[4:8], np.full(4, 2))
+    c.access(1, wave, WRITE if write else READ, TILE[4:8], np.full(4, 2), write=write)
 
 
 def _records(c) -> list:
@@ -156,3 +156,56 @@ def test_accesses_outside_the_copy_s_bytes_are_not_checked_and_lanes_are_kept():
     got = _records(c)
     assert [(r[2], r[4]) for r in got] == [(READ + 1, 15)]
     assert c.ring.records()[0].lane == 6 != NO_LANE
+
+
+# -- merged requests: both workgroups issue the same multicast (docs/memory-model.md) ----------
+GLOBAL, MASK = 0x1000, 0b11
+
+
+def _both_issue(c, *, tile=GLOBAL, own_wave: int = 1, own_wait: bool = True) -> None:
+    """Workgroup 0 (wave 0) and workgroup 1 (wave `own_wave`) multicast the same tile (or
+    workgroup 1 another one, `tile`) into both LDS; the peer's copy is waited by its issuer."""
+    c.tensor_op(0, 0, COPY, {1: TILE}, own=TILE, tile=(GLOBAL, MASK))
+    c.tensor_wait(0, 0, 0)
+    c.tensor_op(1, own_wave, COPY, {0: TILE}, own=TILE, tile=(tile, MASK))
+    if own_wait:
+        c.tensor_wait(1, own_wave, 0)
+
+
+def _workgroup_barrier(c, g: int, waves: int = 2) -> None:
+    for w in range(waves):
+        c.signal(g, w, -1)
+    for w in range(waves):
+        c.wait(g, w, -1)
+
+
+def test_merged_request_read_after_the_own_wait_and_a_workgroup_barrier_is_clean():
+    c = _checker()
+    _both_issue(c)
+    _workgroup_barrier(c, 1)
+    _read(c, wave=0)
+    assert _records(c) == []
+
+
+@pytest.mark.parametrize("case", ["own_not_waited", "another_tile", "write_after_it", "newer_own_tile"])
+def test_merged_request_needs_the_own_wait_the_same_tile_a_read_and_no_newer_tile(case):
+    c = _checker()
+    _both_issue(c, own_wait=case != "own_not_waited", tile=GLOBAL + 64 if case == "another_tile" else GLOBAL)
+    if case == "newer_own_tile":  # workgroup 1 refills the bytes with its next tile, then reads that
+        c.tensor_op(1, 1, COPY, {}, own=TILE, tile=(GLOBAL + 64, MASK))
+        c.tensor_wait(1, 1, 0)
+    _workgroup_barrier(c, 1)
+    _read(c, wave=0, write=case == "write_after_it")
+    got = [(rule, cause) for rule, cause, *_ in _records(c)]
+    assert got and all(rule == Rule.CLUSTER_COPY_UNORDERED for rule, _ in got), got
+
+
+def test_merged_request_access_before_the_own_request_is_ordered_before_the_peer_copy():
+    # the peer's copy reaches this LDS no earlier than its own request: a read (or write) of
+    # the old contents before issuing it, through a workgroup barrier, is ordered
+    c = _checker()
+    c.tensor_op(0, 0, COPY, {1: TILE}, own=TILE, tile=(GLOBAL, MASK))
+    _read(c, wave=0, write=True)
+    _workgroup_barrier(c, 1)
+    c.tensor_op(1, 1, COPY, {0: TILE}, own=TILE, tile=(GLOBAL, MASK))
+    assert _records(c) == []

@@ -59,6 +59,10 @@ amdgpu.scaled_wmma.
   composable_kernel's gfx1250 scale preshuffle is the identity for block 16 ("the natural
   row-major scale layout already matches") with one lane per row. The opus test runs it with
   uniform scales only.
+Cross-check: aiter's grouped MoE a4w4 GEMM itself (a_is_fp4, 32-row tiles so both scaleBType
+values occur, random per-block scales on both sides), run on this emulator, equals a float64
+reference rounded to bf16 in every element; a fp4 run of 64 instead of 32, A's upper rows
+taking lanes 0-15's scales, or B's opsel ignored each break that.
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ def emit_wmma_scale(t, op: Op) -> None:
 
 
 def _f32_count(ty) -> int:
-    """Lanes' f32 values of a vector<Nxf32> type (0 for any other type)."""
+    """f32 values per lane of a vector<Nxf32> type (0 for any other type)."""
     ok = ty.kind == "vector" and ty.elem.kind == "float" and ty.elem.width == 32
     return ty.count if ok else 0
 

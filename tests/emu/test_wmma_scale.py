@@ -228,17 +228,6 @@ def test_unsupported_forms_are_named_errors(body, needle):
     assert needle in str(info.value) and "rocdl.wmma.scale" in str(info.value)
 
 
-def test_32x16_f4_form_is_refused_with_the_reason():
-    body = """
-      %a = llvm.mlir.zero : vector<16xi32>
-      %b = llvm.mlir.zero : vector<8xi32>
-      %c = llvm.mlir.zero : vector<16xf32>
-      %s = arith.constant 0 : i32
-      %d = rocdl.wmma.scale.f32.32x16x128.f4 %a, %b, %c, %s, %s, modC = none, scaleAType = row0, fmtScaleA = e8, scaleBType = row0, fmtScaleB = e8 : (vector<16xi32>, vector<8xi32>, vector<16xf32>, i32, i32) -> vector<16xf32>"""
-    with pytest.raises(UnsupportedOp, match="32x16x128 f4 scaled WMMA has no public lane layout"):
-        run(body, n=32, block=32)
-
-
 # A FlyDSL kernel calling the op through FlyDSL's own builder (`fx.rocdl`), launched as its
 # author would: the a8w4 combination (fp4 A, fp8 B), A's scales from the upper lanes.
 A_DW, B_DW = 8, 16

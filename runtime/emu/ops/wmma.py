@@ -1,11 +1,13 @@
-"""rocdl.wmma emitters for the gfx1250 shapes (wave32, 16x16xK). The lane layouts and the
-matrix product are the run-time part, `rt/wmma.py`."""
+"""rocdl.wmma emitters for the gfx1250 shapes (wave32, 16x16xK, and the 32x16x128 f4 scaled
+form). The lane layouts, their sources and the matrix product are the run-time part,
+`rt/wmma.py`."""
 
 from __future__ import annotations
 
 import re
 
 from ldssan.passes.ir.irview import Op, RawAttr
+from ldssan.passes.ir.types import type_text
 from ..rt.wmma import C_MODIFIERS, SCALE_FORMATS, SCALED_FORMATS, SCALED_K, WMMA_ELEM
 from . import emits
 
@@ -78,23 +80,25 @@ def _dwords(ty) -> int:
     return (ty.count if ty.kind == "vector" else 1) * elem.width // 32
 
 
+def _scaled_enums(t, op: Op, names: tuple[str, ...]) -> dict[str, str]:
+    """The op's enum attributes, each checked against what is emulated."""
+    known = {"fmtA": SCALED_FORMATS, "fmtB": SCALED_FORMATS, "scaleAType": _OPSEL, "scaleBType": _OPSEL,
+             "fmtScaleA": SCALE_FORMATS, "fmtScaleB": SCALE_FORMATS, "modC": C_MODIFIERS}
+    got = {name: _enum(op, name) for name in names}
+    for name, value in got.items():
+        if value not in known[name]:
+            raise t.unsupported(op, f"scaled WMMA {name} = {value} (emulated: {', '.join(known[name])})")
+    return got
+
+
 def emit_wmma_scale(t, op: Op) -> None:
     m = _SCALED.match(op.name)
-    if m is None or len(op.operands) != 5:
+    if m is None or len(op.operands) != 5 or (m.group(2), m.group(3)) not in (("16", "f8f6f4"), ("32", "f4")):
         raise t.unsupported(op, "scaled WMMA variant not emulated")
-    if m.group(2) != "16":
-        raise t.unsupported(op, "the 32x16x128 f4 scaled WMMA has no public lane layout (FlyDSL marks "
-                                "its own as provisional); use the 16x16x128 f8f6f4 form")
-    fmts = (_enum(op, "fmtA"), _enum(op, "fmtB"))
-    sel = (_enum(op, "scaleAType"), _enum(op, "scaleBType"))
-    sfmt = (_enum(op, "fmtScaleA"), _enum(op, "fmtScaleB"))
-    c_mod = _enum(op, "modC")
-    for what, got, known in (("fmtA", fmts[0], SCALED_FORMATS), ("fmtB", fmts[1], SCALED_FORMATS),
-                             ("scaleAType", sel[0], _OPSEL), ("scaleBType", sel[1], _OPSEL),
-                             ("fmtScaleA", sfmt[0], SCALE_FORMATS), ("fmtScaleB", sfmt[1], SCALE_FORMATS),
-                             ("modC", c_mod, C_MODIFIERS)):
-        if got not in known:
-            raise t.unsupported(op, f"scaled WMMA {what} = {got} (emulated: {', '.join(known)})")
+    if m.group(2) == "32":
+        return _emit_f4_32x16(t, op)
+    e = _scaled_enums(t, op, ("fmtA", "fmtB", "scaleAType", "scaleBType", "fmtScaleA", "fmtScaleB", "modC"))
+    fmts = (e["fmtA"], e["fmtB"])
     # The verifier checks the scale widths (i32 / i64 for scale16) but lets an A or B vector
     # of the wrong size for its format through.
     for name, ty, fmt in (("A", op.operand_types[0], fmts[0]), ("B", op.operand_types[1], fmts[1])):
@@ -103,8 +107,35 @@ def emit_wmma_scale(t, op: Op) -> None:
             raise t.unsupported(op, f"scaled WMMA operand {name} has {_dwords(ty)} dwords per lane; {fmt} needs {want}")
     a, b, c, sa, sb = (t.lanes(x) for x in op.operands)
     t.out(f"{t.v(op.results[0])} = R.wmma({a}, {b}, {c}, {fmts[0]!r}, {fmts[1]!r}, {SCALED_K}, "
-          f"scale_a={sa}, scale_b={sb}, opsel=({_OPSEL[sel[0]]}, {_OPSEL[sel[1]]}), "
-          f"scale_fmt=({sfmt[0]!r}, {sfmt[1]!r}), c_mod={c_mod!r})")
+          f"scale_a={sa}, scale_b={sb}, opsel=({_OPSEL[e['scaleAType']]}, {_OPSEL[e['scaleBType']]}), "
+          f"scale_fmt=({e['fmtScaleA']!r}, {e['fmtScaleB']!r}), c_mod={e['modC']!r})")
+
+
+def _f32_count(ty) -> int:
+    """f32 values per lane of a vector<Nxf32> type (0 for any other type)."""
+    ok = ty.kind == "vector" and ty.elem.kind == "float" and ty.elem.width == 32
+    return ty.count if ok else 0
+
+
+def _emit_f4_32x16(t, op: Op) -> None:
+    """The 32x16x128 f4 form (fp4 A and B, no format attributes; layouts: rt/wmma.py)."""
+    e = _scaled_enums(t, op, ("scaleAType", "scaleBType", "fmtScaleA", "fmtScaleB", "modC"))
+    if e["scaleAType"] != "row0":
+        raise t.unsupported(op, "32x16x128 f4 scaled WMMA scaleAType = row1: which lanes then supply A's "
+                                "scales is not public (A's 32 rows take theirs from all 32 lanes; LLVM's "
+                                "amdgpu.scaled_wmma requires 0 here, composable_kernel passes 1); use row0")
+    # Like the 16-row form, the verifier lets mis-sized A, B and C vectors through.
+    a_t, b_t, c_t = op.operand_types[:3]
+    for name, ty, got, want in (("A", a_t, _dwords(a_t), "16 dwords"), ("B", b_t, _dwords(b_t), "8 dwords"),
+                                ("C", c_t, _f32_count(c_t), "16 f32"),
+                                ("D", op.result_types[0], _f32_count(op.result_types[0]), "16 f32")):
+        if got != int(want.split()[0]):
+            raise t.unsupported(op, f"32x16x128 f4 scaled WMMA {name} is {type_text(ty)}; "
+                                    f"the op takes {want} per lane")
+    a, b, c, sa, sb = (t.lanes(x) for x in op.operands)
+    t.out(f"{t.v(op.results[0])} = R.wmma_f4_32x16({a}, {b}, {c}, {sa}, {sb}, "
+          f"opsel_b={_OPSEL[e['scaleBType']]}, scale_fmt=({e['fmtScaleA']!r}, {e['fmtScaleB']!r}), "
+          f"c_mod={e['modC']!r})")
 
 
 def register_scaled(names) -> None:

@@ -32,7 +32,7 @@ from .memory import (buffer_load, buffer_store, constant_global, global_load, gl
                      lds_load,
                      lds_load_uniform, lds_store,
                      make_rsrc)
-from .wmma import WMMA_ELEM, wmma
+from .wmma import WMMA_ELEM, wmma, wmma_f4_32x16
 from .taint import (t_buffer_load, t_buffer_store, t_global_load, t_global_store, t_lds_load, t_lds_store,  # noqa: E501
                     t_wave)  # `ldssan rows` only: taint-mode code (..taint)
 
@@ -44,5 +44,6 @@ __all__ = [
     "global_load", "global_load_uniform", "global_store", "keep", "lanes", "lds_load", "lds_load_uniform", "lds_store", "make_rsrc",
     "mbcnt", "merge", "narrow", "perm", "readfirstlane", "readfirstlane_groups", "readlane_groups", "remsi", "remui", "select",
     "shli", "shrsi", "shrui", "shuffle", "tdm_copy", "transpose8", "trunci", "tuple_set", "uitofp", "umax", "umin", "wmma",
+    "wmma_f4_32x16",
     "t_buffer_load", "t_buffer_store", "t_global_load", "t_global_store", "t_lds_load", "t_lds_store", "t_wave",
 ]

@@ -1,4 +1,5 @@
-"""gfx1250 WMMA (wave32, 16x16xK): D = A·Bᵀ + C with the hardware lane layouts.
+"""gfx1250 WMMA (wave32, 16x16xK and the 32x16x128 f4 form): D = A·Bᵀ + C with the hardware
+lane layouts.
 
 Lane layouts (as FlyDSL's gfx1250 MMA atoms define them; re-derived, not copied):
 - A (16xK) and B (16xK, i.e. N x K): lane l holds row l % 16; its value i (of K/2) sits at
@@ -27,7 +28,41 @@ emulator within their upstream test tolerances, which a wrong fp4-vs-fp8 K order
 - Scales: one byte per block of 32 K (scale: i32, 4 blocks) or 16 K (scale16: i64, 8 blocks),
   byte j (little-endian) for K block j; row/column r's scales come from lane r (opsel row0) or
   lane 16 + r (row1). E8M0 is 2^(e - 127), 0xFF NaN.
-- The 32x16x128 f4 forms are not emulated: FlyDSL itself marks their layouts provisional.
+
+The 32x16x128 f4 form (`wmma_f4_32x16`; V_WMMA_SCALE[16]_F32_32X16X128_F4,
+llvm.amdgcn.wmma.scale[16].f32.32x16x128.f4): D (32x16) = (A·SA)·(B·SB)ᵀ + modC(C), A 32x128
+and B 16x128, both fp4 e2m1 (the op has no format operands). FlyDSL's own atom layouts for
+this shape (MmaAtomScale.cpp) are marked provisional, "derived by analogy", and disagree with
+the facts below; these come from code written for the instruction and checked against a
+reference: aiter's opus WMMA test (test_wmma_scale.cu, "confirmed by probing", exact match
+with uniform scales), FlyDSL's fp4 GEMM (gemm_fp8fp4_gfx1250.py, FlyDSL commit fce66db4; its
+test matches exactly with random per-block E8M0 scales) and aiter's grouped MoE a4w4 kernel
+(mxfp4_preshuffle_gfx1250_tdm.py with its shuffle_weight / shuffle_scale_n32k4 preshuffles,
+tested with random per-block weight scales), with the scale-lane rule of LLVM's
+amdgpu.scaled_wmma.
+- A (16 dwords per lane): dwords 0-7 are rows 0-15, dwords 8-15 rows 16-31; each half is laid
+  out as a 16-row fp4 operand above (row lane % 16, runs of 32 elements alternating between
+  the lane halves). All three sources. The opus test's comment gives each lane half one
+  contiguous K half instead; its check (uniform scales, the same order in A and B) cannot
+  tell the two apart, while the two kernels' per-block scales fix the run order.
+- B (8 dwords): the 16-row fp4 operand above.
+- C/D (16 floats): lane l, value v: M = (v // 8) * 16 + (l // 16) * 8 + v % 8, N = l % 16,
+  i.e. values 0-7 and 8-15 are the 16x16 C layout of rows 0-15 and 16-31. All three sources.
+- A's scales: row r's from lane r, all 32 lanes ("matrix A gets 128 scales in a full VGPR",
+  LLVM amdgpu.scaled_wmma; FlyDSL's and aiter's scale preshuffles); byte j for K block j as
+  above. scaleAType must be row0: LLVM's verifier requires a_first_scale_lane = 0 for this
+  shape while composable_kernel passes 1, so what row1 selects is not public (refused).
+- B's scales: as the 16-row form, lanes 0-15 (row0) or 16-31 (row1) (aiter's MoE kernel
+  selects with scaleBType; LLVM: "matrix B gets 64 scales in half a VGPR"; FlyDSL's GEMM test
+  skips row1 as ignored by the AM simulator).
+- scale16 (i64, 8 blocks of 16 K): byte j for K block j as in the 16x16 form; for 32 rows,
+  composable_kernel's gfx1250 scale preshuffle is the identity for block 16 ("the natural
+  row-major scale layout already matches") with one lane per row. The opus test runs it with
+  uniform scales only.
+Cross-check: aiter's grouped MoE a4w4 GEMM itself (a_is_fp4, 32-row tiles so both scaleBType
+values occur, random per-block scales on both sides), run on this emulator, equals a float64
+reference rounded to bf16 in every element; a fp4 run of 64 instead of 32, A's upper rows
+taking lanes 0-15's scales, or B's opsel ignored each break that.
 """
 
 from __future__ import annotations
@@ -206,3 +241,19 @@ def wmma(a, b, c, a_dtype, b_dtype, K: int, *, scale_a=None, scale_b=None, opsel
     A = _scaled_matrix(a, a_dtype, scale_a, opsel[0], scale_fmt[0])
     Bm = _scaled_matrix(b, b_dtype, scale_b, opsel[1], scale_fmt[1])
     return _accumulate(A, Bm, c, c_mod)
+
+
+def wmma_f4_32x16(a, b, c, scale_a, scale_b, *, opsel_b: int = 0, scale_fmt=("e8", "e8"),
+                  c_mod: str = "none"):
+    """The 32x16x128 f4 scaled WMMA (module docstring): two 16-row products sharing B. Rows
+    16h..16h+15 of A are dwords 8h..8h+7 with their scales in lanes 16h..16h+15, i.e. the
+    16-row operand with scale opsel h; their D is C/D values 8h..8h+7."""
+    raw = np.ascontiguousarray(a).view(np.uint8).reshape(len(a), -1)
+    c = np.asarray(c)
+    if raw.shape[1] != 64 or c.shape[1:] != (16,):
+        raise ValueError(f"32x16x128 f4 WMMA takes 64 A bytes and 16 C values per lane, got "
+                         f"{raw.shape[1]} and {c.shape[1:]}")
+    Bm = _scaled_matrix(b, "fp4_e2m1", scale_b, opsel_b, scale_fmt[1])
+    halves = [_accumulate(_scaled_matrix(raw[:, 32 * h:32 * h + 32], "fp4_e2m1", scale_a, h, scale_fmt[0]),
+                          Bm, c[:, 8 * h:8 * h + 8], c_mod) for h in (0, 1)]
+    return np.concatenate(halves, axis=1)

@@ -19,15 +19,18 @@ multicast in a cluster"):
 
 **Merged requests.** When the receiving workgroup j issues the same multicast itself (same
 global address, workgroup mask and LDS bytes: every workgroup sharing a tile loads it, as
-FlyDSL's cluster GEMMs and IREE Wave's multicast pass do), the requests are one merged
-request and the tile reaches j's LDS no earlier than j's own request and complete at j's own
-completion of it. So a peer copy `d` and an access `a` of j are also ordered when j's
-matching request `m` (same key, same occurrence) exists and either `a` is before `m`'s issue
-in j (same wave earlier, or through a workgroup barrier phase), or `a` is a read after `m`
-completed in j (the wave's own tensor wait, or a workgroup phase after it) with no newer own
-copy into those bytes completed before `a` (the bytes are still that tile: a late peer
-re-sends identical bytes). A write of j after `m`, or a read of a later tile, still needs the
-cluster rule: a late peer's re-send must not land on newer data.
+FlyDSL's and aiter's cluster GEMMs and IREE Wave's multicast pass do), the requests are one
+merged request. With the descriptor's early-timeout bit clear (the default), it is a
+rendezvous: the tile moves once every named workgroup has issued its load, and each one's own
+TENSORcnt covers its own LDS, so `d` reaches j exactly as j's own request `m` (same key, same
+occurrence) does, and j's engine checks `m` against j's accesses: the pair is ordered here.
+With the bit set, the data returns to the requesters present and latecomers re-broadcast, so
+`d` and `a` are ordered when `a` is before `m`'s issue in j (same wave earlier, or through a
+workgroup barrier phase: `d` reaches j no earlier than j's request), or when `a` is a read
+after `m` completed in j (the wave's own tensor wait, or a workgroup phase after it) with no
+newer own copy into those bytes completed before `a` (a late re-send writes identical bytes).
+A write of j after `m`, or a read of a newer tile, still needs the cluster rule: a late
+peer's re-send must not land on newer data.
 
 Only the waves' own `-3` waits count (a wave that learns of a cluster phase only through a
 workgroup barrier after another wave's wait is not credited: conservative). Nothing here
@@ -76,7 +79,7 @@ class _Event:
     bytes: np.ndarray | None = None  # LDS byte offsets (an access: lane-major)
     lanes: np.ndarray | None = None  # lane of each byte (an access); None: wave-level op
     write: bool = False  # an access that writes LDS
-    key: tuple | None = None  # a multicast load: (global address, mask, LDS bytes, occurrence)
+    key: tuple | None = None  # a multicast load: (global address, mask, early timeout, LDS bytes, occurrence)
 
 
 @dataclass
@@ -115,7 +118,8 @@ class ClusterChecker:
                   own: np.ndarray | None = None, tile: tuple | None = None) -> None:
         """A TDM op of wave w of workgroup g (it counts on TENSORcnt); `targets`: the peers
         its multicast writes, with the LDS bytes of the tile; `own`: the bytes a load writes
-        in g's own LDS; `tile`: (global address, workgroup mask) of a multicast load."""
+        in g's own LDS; `tile`: (global address, workgroup mask, early-timeout bit) of a
+        multicast load."""
         grp = self.groups[g]
         s = grp.wave(w)
         s.tseq += 1
@@ -251,10 +255,11 @@ class ClusterChecker:
         if d.key is None:
             return False
         own = self.groups[j].own
+        rendezvous = not d.key[2]
         for m in own:
             if m.key != d.key:
                 continue
-            if self._issued_before(a, m):
+            if rendezvous or self._issued_before(a, m):
                 return True
             if a.write or not self._complete_before(j, m, a):
                 continue

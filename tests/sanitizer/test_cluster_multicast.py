@@ -28,7 +28,7 @@ PER_THREAD = TILE * TILE // THREADS
 ROUNDS = 2  # the slots are refilled once: the second round needs the reuse cluster barrier
 
 
-def _compile(bug: str, pattern: str = "split"):
+def _compile(bug: str, pattern: str = "split", early: bool = False):
     @flyc.kernel
     def mcast_sum(A: fx.Tensor, Out: fx.Tensor):
         wg = gpu.block_id("x")
@@ -53,7 +53,7 @@ def _compile(bug: str, pattern: str = "split"):
                     global_ptr=A, lds_memref=view, global_offset=((slot + 2 * r) * arith.index(TILE), arith.index(0)),
                     tensor_shape=(TILE, TILE), strides=(TILE, 1), tile_shape=(TILE, TILE), elem_bytes=4,
                     num_warps=THREADS // 32, workgroup_mask=own if bug == "own_mask" else 0b11,
-                    lds_byte_offset=slot * arith.index(TILE_BYTES))
+                    lds_byte_offset=slot * arith.index(TILE_BYTES), early_timeout=early)
                 tdm_ops.tensor_load_2d(desc)  # TDM
             if bug != "no_wait":
                 tdm_ops.tensor_wait(0)
@@ -73,11 +73,11 @@ def _compile(bug: str, pattern: str = "split"):
     return launch
 
 
-def _run(bug: str, ctx, pattern: str = "split"):
+def _run(bug: str, ctx, pattern: str = "split", early: bool = False):
     a = torch.arange(2 * ROUNDS * TILE * TILE, dtype=torch.float32).reshape(2 * ROUNDS * TILE, TILE) * 0.5 - 7.0
     out = torch.zeros(2 * ROUNDS * TILE * TILE, dtype=torch.float32)
     with ctx as results:
-        _compile(bug, pattern)(a, out)
+        _compile(bug, pattern, early)(a, out)
     return a, out, results
 
 
@@ -141,23 +141,32 @@ def test_planted_bug_is_lds014_with_the_reading_and_the_issuing_line(bug):
 
 # Merged requests (docs/memory-model.md): when every workgroup sharing a tile issues the same
 # multicast ("shared"), each one's own tensor wait covers the tile in its own LDS, so reading
-# it after the wait and a *workgroup* barrier is ordered (FlyDSL's cluster GEMM steady state,
-# IREE Wave's multicast pipelines). The reuse cluster barrier is still needed before a refill,
-# and a missing wait is still a race. (Without the reuse barrier but with the cluster barrier
-# after each wait, a merged kernel is still ordered: that barrier keeps the rounds together.)
+# it after the wait and a *workgroup* barrier is ordered (FlyDSL's and aiter's cluster GEMMs,
+# IREE Wave's multicast pipelines). With the early-timeout bit clear the loads rendezvous, so
+# workgroup barriers alone are enough; with it set a late peer re-sends the tile, so a cluster
+# barrier must keep the rounds together; a missing wait is a race either way.
+@pytest.mark.parametrize("early", [False, True], ids=["rendezvous", "early-timeout"])
 @pytest.mark.parametrize("policy", ["round-robin", "reverse", "random(3)+random"])
-def test_merged_request_is_published_by_the_readers_own_wait_and_workgroup_barrier(policy):
-    a, out, results = _run("no_cluster_barrier", hook.sanitize(policy), pattern="shared")
+def test_merged_request_is_published_by_the_readers_own_wait_and_workgroup_barrier(policy, early):
+    a, out, results = _run("no_cluster_barrier", hook.sanitize(policy), pattern="shared", early=early)
+    np.testing.assert_array_equal(out.numpy(), _reference(a))
+    assert not results.violations, results.violations
+
+
+def test_a_rendezvous_needs_no_cluster_barrier_at_all():
+    a, out, results = _run("no_cluster_sync", hook.sanitize("reverse"), pattern="shared")
     np.testing.assert_array_equal(out.numpy(), _reference(a))
     assert not results.violations, results.violations
 
 
 # no_cluster_sync: workgroup barriers only. A workgroup may then run a round ahead, and a
-# late peer's re-send of round 0 can land on its round-1 tile.
-@pytest.mark.parametrize("bug", ["no_wait", "no_cluster_sync"])
-def test_merged_request_still_needs_the_wait_and_a_cluster_barrier_between_rounds(bug):
+# late peer's re-send of round 0 can land on its round-1 tile. A rendezvous is the reader's
+# own request, so its missing wait is the reader's own LDS010 against the same TDM line.
+@pytest.mark.parametrize("bug, early, rule", [("no_wait", False, "LDS010"), ("no_wait", True, "LDS014"),
+                                              ("no_cluster_sync", True, "LDS014")])
+def test_merged_request_still_needs_the_wait_and_a_cluster_barrier_between_early_rounds(bug, early, rule):
     for policy in ("round-robin", "reverse", "random(3)+random"):
-        _a, _out, results = _run(bug, hook.sanitize(policy), pattern="shared")
-        found = [v for v in results.violations if v.code == "LDS014"]
+        _a, _out, results = _run(bug, hook.sanitize(policy), pattern="shared", early=early)
+        found = [v for v in results.violations if v.code == rule]
         assert found, results.violations
         assert all((v.site.line, v.other_site.line) == (READ, TDM) for v in found), found

@@ -160,14 +160,15 @@ def test_accesses_outside_the_copy_s_bytes_are_not_checked_and_lanes_are_kept():
 
 # -- merged requests: both workgroups issue the same multicast (docs/memory-model.md) ----------
 GLOBAL, MASK = 0x1000, 0b11
+EARLY, RENDEZVOUS = 1, 0  # the descriptor's early-timeout bit
 
 
-def _both_issue(c, *, tile=GLOBAL, own_wave: int = 1, own_wait: bool = True) -> None:
+def _both_issue(c, *, tile=GLOBAL, own_wave: int = 1, own_wait: bool = True, early: int = EARLY) -> None:
     """Workgroup 0 (wave 0) and workgroup 1 (wave `own_wave`) multicast the same tile (or
     workgroup 1 another one, `tile`) into both LDS; the peer's copy is waited by its issuer."""
-    c.tensor_op(0, 0, COPY, {1: TILE}, own=TILE, tile=(GLOBAL, MASK))
+    c.tensor_op(0, 0, COPY, {1: TILE}, own=TILE, tile=(GLOBAL, MASK, early))
     c.tensor_wait(0, 0, 0)
-    c.tensor_op(1, own_wave, COPY, {0: TILE}, own=TILE, tile=(tile, MASK))
+    c.tensor_op(1, own_wave, COPY, {0: TILE}, own=TILE, tile=(tile, MASK, early))
     if own_wait:
         c.tensor_wait(1, own_wave, 0)
 
@@ -188,11 +189,11 @@ def test_merged_request_read_after_the_own_wait_and_a_workgroup_barrier_is_clean
 
 
 @pytest.mark.parametrize("case", ["own_not_waited", "another_tile", "write_after_it", "newer_own_tile"])
-def test_merged_request_needs_the_own_wait_the_same_tile_a_read_and_no_newer_tile(case):
+def test_early_timeout_merge_needs_the_own_wait_the_same_tile_a_read_and_no_newer_tile(case):
     c = _checker()
     _both_issue(c, own_wait=case != "own_not_waited", tile=GLOBAL + 64 if case == "another_tile" else GLOBAL)
     if case == "newer_own_tile":  # workgroup 1 refills the bytes with its next tile, then reads that
-        c.tensor_op(1, 1, COPY, {}, own=TILE, tile=(GLOBAL + 64, MASK))
+        c.tensor_op(1, 1, COPY, {}, own=TILE, tile=(GLOBAL + 64, MASK, EARLY))
         c.tensor_wait(1, 1, 0)
     _workgroup_barrier(c, 1)
     _read(c, wave=0, write=case == "write_after_it")
@@ -204,8 +205,29 @@ def test_merged_request_access_before_the_own_request_is_ordered_before_the_peer
     # the peer's copy reaches this LDS no earlier than its own request: a read (or write) of
     # the old contents before issuing it, through a workgroup barrier, is ordered
     c = _checker()
-    c.tensor_op(0, 0, COPY, {1: TILE}, own=TILE, tile=(GLOBAL, MASK))
+    c.tensor_op(0, 0, COPY, {1: TILE}, own=TILE, tile=(GLOBAL, MASK, EARLY))
     _read(c, wave=0, write=True)
     _workgroup_barrier(c, 1)
-    c.tensor_op(1, 1, COPY, {0: TILE}, own=TILE, tile=(GLOBAL, MASK))
+    c.tensor_op(1, 1, COPY, {0: TILE}, own=TILE, tile=(GLOBAL, MASK, EARLY))
     assert _records(c) == []
+
+
+@pytest.mark.parametrize("case", ["write_after_it", "newer_own_tile"])
+def test_a_rendezvous_is_the_own_request_so_later_writes_and_tiles_are_the_own_engine_s(case):
+    # early timeout clear: the tile moves once both issued, covered by each one's own wait
+    c = _checker()
+    _both_issue(c, early=RENDEZVOUS)
+    if case == "newer_own_tile":
+        c.tensor_op(1, 1, COPY, {}, own=TILE, tile=(GLOBAL + 64, MASK, RENDEZVOUS))
+        c.tensor_wait(1, 1, 0)
+    _workgroup_barrier(c, 1)
+    _read(c, wave=0, write=case == "write_after_it")
+    assert _records(c) == []
+
+
+def test_a_rendezvous_without_the_matching_own_request_keeps_the_cluster_rule():
+    c = _checker()
+    _both_issue(c, early=RENDEZVOUS, tile=GLOBAL + 64)
+    _workgroup_barrier(c, 1)
+    _read(c, wave=0)
+    assert [r[0] for r in _records(c)] == [Rule.CLUSTER_COPY_UNORDERED]

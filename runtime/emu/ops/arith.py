@@ -52,8 +52,8 @@ for _name in _BINARY:
     emits(_name)(binary)
 
 
-@emits("arith.negf")
-def negf(t, op: Op) -> None:
+@emits("arith.negf", "llvm.fneg")
+def negf(t, op: Op) -> None:  # flips the sign bit: -0.0 and NaNs too
     t.out(f"{t.v(op.results[0])} = -{t.v(op.operands[0])}")
 
 

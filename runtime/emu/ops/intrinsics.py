@@ -13,9 +13,14 @@ What each entry does, and the public definition it follows:
 - scheduling hints that change no value and no memory ordering: `llvm.amdgcn.sched.barrier`,
   `sched.group.barrier`, `iglp.opt` (compiler-only, no instruction), `s.setprio` (wave issue
   priority), `s.sleep` (a delay): no-ops. The emulator's schedule never depends on timing.
-- `llvm.amdgcn.s.setreg`: only the write `rocdl.disable_xdl_arb_stall` makes (SCHED_MODE,
-  hwreg id 26, the WMMA arbitration-stall bit: issue timing only) is a no-op; any other
-  hardware-register write (float modes, traps, ...) may change values and is refused.
+- `llvm.amdgcn.s.setreg`: two writes to SCHED_MODE (hwreg id 26) are no-ops: the one
+  `rocdl.disable_xdl_arb_stall` makes (the WMMA arbitration-stall bit: issue timing only), and
+  DEP_MODE (bits 1:0) = 2, expert scheduling mode 2, which turns the hardware's VALU
+  dependency interlocks off; LLVM's `amdgpu-expert-scheduling-mode` writes that same value at
+  kernel entry and then inserts the dependency waits itself, so the IR's values do not change
+  (whether the compiled code has those waits is the compiler's part, not checked here). Any
+  other hardware-register write or value (float modes, traps, ...) may change values and is
+  refused.
 """
 
 from __future__ import annotations
@@ -87,21 +92,33 @@ def scheduling_hint(t, op: Op) -> None:
 
 
 SCHED_MODE = 26
-# (hwreg id, bit offset, bit count) of the writes that change issue timing only
-TIMING_ONLY_HWREG_WRITES = {(SCHED_MODE, 2, 1): "the WMMA arbitration stall (rocdl.disable_xdl_arb_stall)"}
+# (hwreg id, bit offset, bit count) of the writes that change issue timing only, with the one
+# value accepted (None: any)
+TIMING_ONLY_HWREG_WRITES = {
+    (SCHED_MODE, 2, 1): (None, "the WMMA arbitration stall (rocdl.disable_xdl_arb_stall)"),
+    (SCHED_MODE, 0, 2): (2, "DEP_MODE = 2, expert scheduling mode (amdgpu-expert-scheduling-mode)"),
+}
 
 
 @intrinsic("llvm.amdgcn.s.setreg")
 def setreg(t, op: Op) -> None:
     imm = _constant(t, op.operands[0])
     field = None if imm is None else (imm & 0x3F, (imm >> 6) & 0x1F, ((imm >> 11) & 0x1F) + 1)
-    if field not in TIMING_ONLY_HWREG_WRITES:
-        what = "a hardware register named at run time" if field is None else \
+    value, what = TIMING_ONLY_HWREG_WRITES.get(field, (None, None))
+    if what is None:
+        where = "a hardware register named at run time" if field is None else \
             f"hwreg id {field[0]}, offset {field[1]}, size {field[2]}"
         raise UnsupportedOp(_named("llvm.amdgcn.s.setreg"), op.loc,
-                            f"a write to {what}: it may change float modes or traps, which the virtual "
+                            f"a write to {where}: it may change float modes or traps, which the virtual "
                             "gfx1250 does not model")
-    t.out(f"pass  # s_setreg of {TIMING_ONLY_HWREG_WRITES[field]}: issue timing only")
+    written = None if value is None else _constant(t, op.operands[1])
+    if value is not None and written != value:
+        shown = "a value known only at run time" if written is None else f"the value {written}"
+        raise UnsupportedOp(_named("llvm.amdgcn.s.setreg"), op.loc,
+                            f"a write of {shown} to hwreg id {field[0]}, offset {field[1]}, size {field[2]}: "
+                            f"only {value} ({what}) is modelled; public text does not say what the other "
+                            "modes change")
+    t.out(f"pass  # s_setreg of {what}: issue timing only")
 
 
 def _constant(t, vid: int) -> int | None:

@@ -136,6 +136,18 @@ def permlane_swap(t, op: Op) -> None:
                             "gfx1250 wave32")
 
 
+@emits("rocdl.cvt.pk.fp8.f32", "rocdl.cvt.pk.bf8.f32")
+def cvt_pk_f8(t, op: Op) -> None:
+    # two f32 to fp8/bf8 into one 16-bit half of `old` (IntrinsicsAMDGPU.td cvt_pk_fp8_f32)
+    word_sel = op.attr("wordSel")
+    if word_sel is None or len(op.operands) != 3:
+        raise t.unsupported(op, "expected srcA, srcB, old and a wordSel attribute")
+    res = op.results[0]
+    val = t.v if t.uniform(res) else t.lanes
+    a, b, old = (val(x) for x in op.operands)
+    t.out(f"{t.v(res)} = R.cvt_pk_f8({a}, {b}, {old}, {bool(word_sel)}, {op.name.split('.')[3]!r})")
+
+
 @emits("rocdl.make.buffer.rsrc")
 def make_rsrc(t, op: Op) -> None:
     # per-lane under batching (one row per workgroup): the fields are then (L,) arrays

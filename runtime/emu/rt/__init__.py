@@ -20,7 +20,8 @@ tests/emu/test_runtime_names.py checks that every `R.<name>` an emitter writes e
 from __future__ import annotations
 
 from .atomics import atomic_cmpxchg, atomic_rmw
-from .convert import (DTYPES, amdgcn_approx, bitcast_lanes, bitcast_uniform, dense, erf, extsi, extui, fconv,
+from .convert import (DTYPES, amdgcn_approx, bitcast_lanes, bitcast_uniform, cvt_pk_f8, dense, erf, extsi,
+                      extui, fconv,
                       flush_denormals, fptosi, fptoui, fwide, trunci, uitofp)
 from .copies import AsyncCopy, TdmCopy, tdm_copy
 from .crosslane import (ballot, bpermute, collapse_uniform, dpp, mbcnt, permlane, permlane_select, readfirstlane,
@@ -37,7 +38,8 @@ from .taint import (t_buffer_load, t_buffer_store, t_global_load, t_global_store
                     t_wave)  # `ldssan rows` only: taint-mode code (..taint)
 
 __all__ = [
-    "AsyncCopy", "DTYPES", "amdgcn_approx", "TdmCopy", "WMMA_ELEM", "atomic_cmpxchg", "atomic_rmw", "ballot", "bitcast_lanes",
+    "AsyncCopy", "DTYPES", "amdgcn_approx", "cvt_pk_f8",
+    "TdmCopy", "WMMA_ELEM", "atomic_cmpxchg", "atomic_rmw", "ballot", "bitcast_lanes",
     "bitcast_uniform", "bpermute", "buffer_load", "collapse_uniform", "constant_global", "dpp", "permlane", "permlane_select",
     "swizzle", "buffer_store", "ceildivsi", "ceildivui", "cmpf", "cmpi", "ctlz", "ctpop",
     "cttz", "dense", "divsi", "divui", "erf", "extsi", "extui", "fconv", "floordivsi", "flush_denormals", "fptosi", "fptoui", "fwide",

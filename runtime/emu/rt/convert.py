@@ -60,6 +60,27 @@ def fconv(x, dtype):
     return x.astype(dtype)
 
 
+def cvt_pk_f8(a, b, old, high: bool, fmt: str):
+    """v_cvt_pk_{fp8,bf8}_f32 without clamp: `a`, `b` to OCP e4m3 / e5m2 bytes (round to nearest
+    even; gfx1250 uses the OCP formats), packed a | b << 8 into the low (`high` False) or high
+    16 bits of `old`, the other half kept. A finite input that overflows the format is refused:
+    public text does not say whether the unclamped instruction gives NaN/Inf or saturates."""
+    f8 = DTYPES["f8E4M3FN" if fmt == "fp8" else "f8E5M2"]
+    pair = np.zeros(np.broadcast(a, b, old).shape, np.uint32)
+    for k, x in enumerate((a, b)):
+        x = np.asarray(x, np.float32)
+        q = x.astype(f8)
+        bad = np.isfinite(x) & ~np.isfinite(q.astype(np.float32))
+        if bad.any():
+            raise NotImplementedError(f"{fmt} conversion of the finite value {float(x[bad].flat[0])!r}, which "
+                                      f"overflows the format (the unclamped instruction's result is not "
+                                      f"documented publicly)")
+        pair = pair | (q.view(np.uint8).astype(np.uint32) << (8 * k))
+    keep = np.asarray(old).astype(np.int64) & 0xFFFFFFFF
+    out = (keep & 0x0000FFFF) | (pair << 16) if high else (keep & 0xFFFF0000) | pair
+    return out.astype(np.uint32).view(np.int32)[()]
+
+
 def flush_denormals(x):
     """arith.flush_denormals: a subnormal becomes a zero of its sign; everything else is kept."""
     import ml_dtypes

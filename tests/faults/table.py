@@ -268,12 +268,14 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
     ("a kernel calls an LLVM intrinsic through `llvm.call_intrinsic` (`rocdl.perm_b32`, "
      "`rocdl.disable_xdl_arb_stall`, `llvm.amdgcn.rcp.f32`, ...)",
      "dispatched on the intrinsic's name: `perm` (byte select with the ISA's special selectors), "
-     "`rcp`/`rsq`/`sqrt`/`exp2`/`log` (IEEE f32 operations), scheduling hints and the WMMA arbitration-stall "
-     "`s.setreg` as no-ops; any other intrinsic or hardware-register write is `UnsupportedOp` naming it and "
-     "its line (before: `no implementation for 'llvm.call_intrinsic'`, without the intrinsic)",
+     "`rcp`/`rsq`/`sqrt`/`exp2`/`log` (IEEE f32 operations), scheduling hints, the WMMA arbitration-stall "
+     "`s.setreg` and the SCHED_MODE DEP_MODE=2 `s.setreg` (expert scheduling mode) as no-ops; any other "
+     "intrinsic or hardware-register write is `UnsupportedOp` naming it (and the value) and its line "
+     "(before: `no implementation for 'llvm.call_intrinsic'`, without the intrinsic)",
      ("tests/emu/conformance/test_intrinsics.py::test_perm_every_selector_value_matches_the_isa_definition",
       "tests/emu/conformance/test_intrinsics.py::test_an_unknown_intrinsic_is_refused_naming_it_and_its_line",
       "tests/emu/conformance/test_intrinsics.py::test_a_mode_register_write_is_refused_naming_the_register",
+      "tests/emu/test_expert_sched_mode.py::test_another_dep_mode_is_refused_naming_the_register_and_value",
       "tests/emu/test_op_lines.py::test_an_unknown_intrinsic_is_refused_at_its_own_line")),
     ("a TDM store's tile box reaches past the tensor's bounds and the out-of-bounds part of the LDS tile "
      "(padding columns) was never written",

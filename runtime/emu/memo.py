@@ -46,8 +46,9 @@ Refused (run normally, counted as not memoizable with the reason):
 - a call that changed a region that no tracked store wrote (fail closed: a writer the
   memory does not see);
 - observed runs: taint runs (`ldssan rows`), and while an observer registered with
-  `add_observer` says why (a torch profiler window recording each launch as a device event,
-  the campaign's reliance probe recording each access): they see executions, not replays;
+  `add_observer` says why (the campaign's reliance probe recording each access): they see
+  executions, not replays. A torch profiler window is no such observer: a replayed call's
+  launches reach it as device events through `add_replay_listener`;
 - a checker that cannot be replayed: the device runtime (FLYDSL_LDSSAN_DEVICE=emulated)
   keeps its records in a buffer of process memory, outside the launch's regions;
 - a module without a content hash (nothing to key the specialization on);
@@ -103,6 +104,22 @@ def add_observer(why) -> None:
 def remove_observer(why) -> None:
     if why in _OBSERVERS:
         _OBSERVERS.remove(why)
+
+
+# Listeners of replays: fn(records, start_ns, end_ns) for each replayed call (a profiler
+# window shows a replayed launch as a device event, as it shows an executed one)
+_REPLAY_LISTENERS: list = []
+
+
+def add_replay_listener(fn) -> None:
+    """`fn(records, start_ns, end_ns)` is called with each replayed call's launch records
+    and the `perf_counter_ns` span of its replay."""
+    _REPLAY_LISTENERS.append(fn)
+
+
+def remove_replay_listener(fn) -> None:
+    if fn in _REPLAY_LISTENERS:
+        _REPLAY_LISTENERS.remove(fn)
 
 
 def refused(status: str) -> str | None:
@@ -209,6 +226,7 @@ def run_host(memo: Memo | None, launcher, entry: str, values: list, raws: list[b
         _mark(launcher, memo._refuse(reason))
         return
     t0 = time.perf_counter()
+    t0_ns = time.perf_counter_ns()
     gmem = launcher.gmem
     regions = list(gmem.regions)
     call = (launcher.ir_key, entry, tuple(raws), _run_config(launcher),
@@ -222,7 +240,7 @@ def run_host(memo: Memo | None, launcher, entry: str, values: list, raws: list[b
 
     hit = memo._get(call, digest)
     if hit is not None:
-        _replay(hit, launcher, regions, time.perf_counter() - t0)
+        _replay(hit, launcher, regions, time.perf_counter() - t0, t0_ns)
         return
     before = [digest(i) for i in range(len(regions))]  # which of these count is known after the run
     gmem.track()
@@ -297,7 +315,7 @@ def _digest(view: np.ndarray) -> bytes:
     return hashlib.sha256(memoryview(view)).digest()
 
 
-def _replay(hit: _Entry, launcher, regions, seconds: float) -> None:
+def _replay(hit: _Entry, launcher, regions, seconds: float, start_ns: int) -> None:
     """This call is `hit`'s: its post-state written back, its records and report replayed."""
     t0 = time.perf_counter()
     for i, data, packed in hit.post:
@@ -313,6 +331,9 @@ def _replay(hit: _Entry, launcher, regions, seconds: float) -> None:
     launcher.records.extend(recs)
     if launcher.sanitizer is not None:
         launcher.sanitizer.memo = REPLAYED
+    end_ns = time.perf_counter_ns()
+    for fn in list(_REPLAY_LISTENERS):
+        fn(recs, start_ns, end_ns)
 
 
 def _mark(launcher, status: str) -> None:

@@ -48,16 +48,18 @@ def import_root(tree: str) -> str:
     return root
 
 
-def one_core() -> int | None:
-    """The core this process and its children run on (None when the OS cannot pin)."""
+def one_core(core: int | None = None) -> int | None:
+    """The core this process and its children run on (None when the OS cannot pin):
+    `core`, or the first one allowed."""
     if not hasattr(os, "sched_setaffinity"):
         return None
-    core = sorted(os.sched_getaffinity(0))[0]
+    if core is None:
+        core = sorted(os.sched_getaffinity(0))[0]
     os.sched_setaffinity(0, {core})  # inherited by the pytest process
     return core
 
 
-def run_file(tree: str, name: str, cap: float, memo: str | None, extra: list[str]) -> dict:
+def run_file(tree: str, name: str, cap: float, memo: str | None, extra: list[str], log: str | None) -> dict:
     root = import_root(tree)
     path = os.path.join(os.path.abspath(tree), name)
     with tempfile.TemporaryDirectory(prefix="ldssan-suite-") as tmp:
@@ -87,7 +89,12 @@ def run_file(tree: str, name: str, cap: float, memo: str | None, extra: list[str
         seconds = time.perf_counter() - t0
         timer.cancel()
         kill.cancel()
-        tail = out.decode(errors="replace").strip().splitlines()[-3:]
+        text = out.decode(errors="replace")
+        if log:
+            os.makedirs(log, exist_ok=True)
+            with open(os.path.join(log, name + ".log"), "w", encoding="utf-8") as f:
+                f.write(text)
+        tail = text.strip().splitlines()[-3:]
         row = {"file": name, "wall_seconds": round(seconds, 1), "capped": capped.is_set(),
                "within_budget": not capped.is_set() and seconds <= BUDGET_SECONDS,
                "exit_code": os.waitstatus_to_exitcode(status),
@@ -153,14 +160,17 @@ def main() -> int:
     ap.add_argument("--cap", type=float, default=2 * BUDGET_SECONDS, help="wall seconds per file before it is stopped")
     ap.add_argument("--memo", default=None, help="FLYDSL_LDSSAN_MEMO for the runs (0: memoization off)")
     ap.add_argument("--slowest", type=int, default=10, help="tests listed per file, slowest first")
+    ap.add_argument("--core", type=int, default=None, help="the core to pin to (default: the first allowed)")
+    ap.add_argument("--log", default=None, help="a folder: each file's pytest output is written there "
+                    "(with --pytest-args=-s, the tests' own per-shape lines)")
     ap.add_argument("--pytest-args", default="", help="more pytest arguments, one string (e.g. \"-k large\")")
     args = ap.parse_args()
     if not os.path.isdir(args.tree):
         ap.error(f"not a folder: {args.tree}")
-    core = one_core()
+    core = one_core(args.core)
     rows = []
     for name in args.files:
-        row = run_file(args.tree, name, args.cap, args.memo, args.pytest_args.split())
+        row = run_file(args.tree, name, args.cap, args.memo, args.pytest_args.split(), args.log)
         row["slowest"] = slowest(row, args.slowest)
         rows.append(row)
     self_usage = resource.getrusage(resource.RUSAGE_SELF)

@@ -302,10 +302,29 @@ def test_the_memo_evicts_the_least_recently_used_by_bytes(executed):
         assert executed[0] == 4
     assert [r.memo for r in col.results] == ["recorded", "recorded", "replayed", "recorded", "replayed",
                                              "recorded"]
-    with ldssan.sanitize(memo=size // 2) as col:  # one call's post-state alone is too large
+    with ldssan.sanitize(memo=1) as col:  # one call's records alone are too large
         call(1)
         call(1)
     assert executed[0] == 6 and [memo.refused(r.memo) for r in col.results] == [memo.TOO_LARGE] * 2
+
+
+def test_a_post_state_over_the_budget_is_kept_as_digests_and_replayed_where_memory_holds_it(executed):
+    x, out = _inputs()
+    with ldssan.sanitize(memo=memo.DEFAULT_BUDGET):
+        scale(x, out)
+        size = ldssan.runtime.emu.frontend.current().memo.nbytes
+    executed[0] = 0
+    out.zero_()
+    with ldssan.sanitize(memo=size - 1) as col:  # the bytes do not fit, their digest does
+        store = ldssan.runtime.emu.frontend.current().memo
+        for _ in range(3):  # a benchmark loop: Out holds what the previous launch wrote
+            scale(x, out)
+        assert executed[0] == 1 and store.nbytes < size
+        out.fill_(-5)  # not the recorded post-state, and no bytes to write back: run again
+        scale(x, out)
+    assert executed[0] == 2
+    assert [r.memo for r in col.results] == ["recorded", "replayed", "replayed", "recorded"]
+    torch.testing.assert_close(out, _want(x))
 
 
 def test_the_memo_option_turns_it_off_and_is_validated(executed, monkeypatch):

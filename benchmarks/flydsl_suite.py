@@ -173,6 +173,7 @@ def main() -> int:
         row = run_file(args.tree, name, args.cap, args.memo, args.pytest_args.split(), args.log)
         row["slowest"] = slowest(row, args.slowest)
         rows.append(row)
+        print(json.dumps(row), file=sys.stderr, flush=True)  # each file as it ends (a long run)
     self_usage = resource.getrusage(resource.RUSAGE_SELF)
     print(json.dumps({"benchmark": "flydsl_suite", "tree": os.path.abspath(args.tree), "pinned_core": core,
                       "budget_seconds": BUDGET_SECONDS, "cap_seconds": args.cap, "memo": args.memo or "default",

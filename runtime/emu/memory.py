@@ -166,10 +166,24 @@ class GlobalMemory:
         idx = off[:, None] + np.arange(raw.shape[1], dtype=np.int64)
         r.view[idx] = raw
         if self.tracking:
-            mask = self.written.get(r.base)
-            if mask is None:
-                mask = self.written[r.base] = np.zeros(r.size, dtype=bool)
-            mask[idx] = True
+            self._mark_written(r, off, raw.shape[1])
+
+    def _mark_written(self, r: Region, off: np.ndarray, nbytes: int) -> None:
+        """Set the written-byte mask of `r` at `nbytes` bytes from each offset: in 8-, 4- or
+        2-byte words of 0x01 bytes when every access is aligned to them (fewer indices)."""
+        mask = self.written.get(r.base)
+        if mask is None:
+            mask = self.written[r.base] = np.zeros(r.size, dtype=bool)
+        for unit, ones in _MASK_WORDS:
+            if nbytes % unit == 0 and r.size % unit == 0 and not (off % unit).any():
+                words = mask.view(ones.dtype)
+                words[(off // unit)[:, None] + np.arange(nbytes // unit, dtype=np.int64)] = ones
+                return
+        mask[off[:, None] + np.arange(nbytes, dtype=np.int64)] = True
+
+
+# (bytes per word, a word of 0x01 bytes, which a bool view reads as True in each byte)
+_MASK_WORDS = ((8, np.uint64(0x0101010101010101)), (4, np.uint32(0x01010101)), (2, np.uint16(0x0101)))
 
 
 class ProcessTensors:

@@ -73,7 +73,7 @@ def run_file(tree: str, name: str, cap: float, memo: str | None, extra: list[str
                f"--ldssan-report={report}", f"--junitxml={junit}", *extra]
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=_interruptible)
         capped = threading.Event()
         kill = threading.Timer(60.0, _signal, (proc.pid, signal.SIGKILL))
 
@@ -103,6 +103,12 @@ def run_file(tree: str, name: str, cap: float, memo: str | None, extra: list[str
                **_junit(junit), **_ldssan(report), "pytest_tail": tail}
         proc.returncode = row["exit_code"]
         return row
+
+
+def _interruptible() -> None:
+    """SIGINT as Python expects it in the child (a shell's background job starts with SIGINT
+    ignored, and Python then installs no KeyboardInterrupt handler: the cap could only kill)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _signal(pid: int, sig: int) -> None:

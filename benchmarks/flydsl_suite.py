@@ -129,7 +129,8 @@ def _junit(path: str) -> dict:
         kind = ("failed" if "failure" in kinds else "errors" if "error" in kinds
                 else "skipped" if "skipped" in kinds else "passed")
         counts[kind] += 1
-        times[case.get("name")] = (float(case.get("time", 0.0)), kind)
+        if case.get("name"):
+            times[case.get("name")] = (float(case.get("time", 0.0)), kind)
     return {"tests": counts, "_times": times}
 
 

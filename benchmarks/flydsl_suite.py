@@ -125,12 +125,13 @@ def _junit(path: str) -> dict:
     counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
     times = {}
     for case in ET.parse(path).getroot().iter("testcase"):
+        if not case.get("name"):  # what an interrupt leaves: not a test
+            continue
         kinds = {child.tag for child in case}
         kind = ("failed" if "failure" in kinds else "errors" if "error" in kinds
                 else "skipped" if "skipped" in kinds else "passed")
         counts[kind] += 1
-        if case.get("name"):
-            times[case.get("name")] = (float(case.get("time", 0.0)), kind)
+        times[case.get("name")] = (float(case.get("time", 0.0)), kind)
     return {"tests": counts, "_times": times}
 
 

@@ -29,10 +29,11 @@ THREADS_PER_BASE = 1024
 #: the auto time limit stops growing here (an hour of CPU): a launch beyond it cannot finish
 #: in a test run anyway, and this bounds a 2**31-workgroup grid; an explicit limit may exceed it
 AUTO_TIME_MAX = 3600.0
-#: bytes of reachable global memory whose work one unit of the base time limit covers: the
-#: emulator handles a launch's data at tens of MB/s or more, so this is a generous bound
-#: that still ends a runaway loop over small tensors in the base time
-BYTES_PER_BASE = 16 << 20
+#: bytes of reachable global memory whose work one unit of the base time limit covers
+#: (0.4 MB/s): FlyDSL's RMSNorm backward partial kernel (4096 x 4096 bf16, 6 workgroups of
+#: 512 threads, ~100 MB of tensors) took ~40 s of CPU, 2.5 MB/s, when threads allowed it 30 s;
+#: a runaway loop over small tensors still ends in the base time
+BYTES_PER_BASE = 4 << 20
 
 
 def time_limit_option(value) -> float | None:

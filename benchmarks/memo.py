@@ -4,9 +4,9 @@ the bundled RMSNorm (`--m` rows of `--n` bf16, one output tensor reused, as FlyD
 
 Each round runs the loop once with the memo on and once off, alternating (machines are
 noisy); the figures are medians over `--rounds` of the loop's wall time. Compile and
-translation happen in a warm-up loop and are excluded. With the memo on, the first launch
-sees the output's initial bytes and the second the first's result, so two launches run
-and the rest are replayed (docs/memo.md); the outputs of both loops must be equal.
+translation happen in a warm-up loop and are excluded. With the memo on, the output (only
+written, never read) is not in the key, so one launch runs and the rest are replayed
+(docs/memo.md); the outputs of both loops must be equal.
 """
 
 from __future__ import annotations

@@ -8,7 +8,9 @@ not how fast the kernel is on a gfx1250.
   virtual gfx1250 ran inside the profiling window is one CUDA device event (`device_type`
   `DeviceType.CUDA`, device 0) named after the kernel, with the emulator's wall time for that
   launch as its duration: `prof.events()`, `key_averages()`, `self_device_time_total` and
-  `device_time_total` report them as they report GPU kernels. Host-side torch ops are
+  `device_time_total` report them as they report GPU kernels. A launch the memo replayed
+  (docs/memo.md) is a device event too, lasting what its replay took (the call's first
+  launch carries it, the others last 0). Host-side torch ops are
   profiled as usual (CPU events). torch's CPU build cannot record CUDA activity in kineto,
   so the events are added when the profiler turns its results into events (the one seam
   torch has); `export_chrome_trace` writes kineto's own buffer and does not show them.
@@ -115,9 +117,13 @@ def _parse(orig):
 _WRAPS = {"__init__": _init, "_start_trace": _start_trace, "__exit__": _exit, "_parse_kineto_results": _parse}
 
 
-def _profiling() -> str | None:
-    """A profiler records each launch's execution as a device event: no launch is replayed."""
-    return "a torch profiler window records each launch as a device event" if _windows else None
+def _replayed(records, start_ns: int, end_ns: int) -> None:
+    """A replayed call's launches, as device events of the open windows: the first spans the
+    replay, the others are instants at its end."""
+    for i, rec in enumerate(records):
+        t0 = start_ns if i == 0 else end_ns
+        for w in _windows:
+            w.launches.append((rec.kernel, t0, end_ns))
 
 
 def patches() -> list:
@@ -128,15 +134,15 @@ def patches() -> list:
 
 
 def start() -> None:
-    """The device is installed: while a profiler window is open, memo replays no launch."""
+    """The device is installed: replayed launches are device events of the open windows."""
     from ldssan.runtime.emu import memo
 
-    memo.add_observer(_profiling)
+    memo.add_replay_listener(_replayed)
 
 
 def reset() -> None:
     """The device is uninstalled: forget the open profiling windows."""
     from ldssan.runtime.emu import memo
 
-    memo.remove_observer(_profiling)
+    memo.remove_replay_listener(_replayed)
     _windows.clear()

@@ -9,7 +9,10 @@ so a correct large launch is not cut off by it (up to an hour of CPU per launch)
 - time limit: CPU seconds of emulation for one whole launch (every workgroup of its grid),
   so any grid, however large, ends in a named `EmulationTimeout` rather than running on.
   Auto: `base` seconds per `THREADS_PER_BASE` threads of the launch (threads per workgroup
-  x workgroups), never less than `base`, never more than `AUTO_TIME_MAX`.
+  x workgroups) or per `BYTES_PER_BASE` bytes of the global memory it can reach, whichever
+  is more (a grid-stride kernel does the work of its data with few threads: FlyDSL's RMSNorm
+  backward reduces 4096 x 4096 with 6 workgroups), never less than `base`, never more than
+  `AUTO_TIME_MAX`.
 - step budget: loop iterations of one scheduler run (a batch of workgroups run together,
   whose waves share it). Auto: `base` per `THREADS_PER_BASE` threads of the run.
 """
@@ -26,6 +29,11 @@ THREADS_PER_BASE = 1024
 #: the auto time limit stops growing here (an hour of CPU): a launch beyond it cannot finish
 #: in a test run anyway, and this bounds a 2**31-workgroup grid; an explicit limit may exceed it
 AUTO_TIME_MAX = 3600.0
+#: bytes of reachable global memory whose work one unit of the base time limit covers
+#: (0.4 MB/s): FlyDSL's RMSNorm backward partial kernel (4096 x 4096 bf16, 6 workgroups of
+#: 512 threads, ~100 MB of tensors) took ~40 s of CPU, 2.5 MB/s, when threads allowed it 30 s;
+#: a runaway loop over small tensors still ends in the base time
+BYTES_PER_BASE = 4 << 20
 
 
 def time_limit_option(value) -> float | None:
@@ -74,11 +82,13 @@ class Limits:
         object.__setattr__(self, "time_limit", time_limit_option(self.time_limit))
         object.__setattr__(self, "step_budget", step_budget_option(self.step_budget))
 
-    def seconds(self, base: float, threads: int) -> float:
-        """CPU seconds for a launch of `threads` threads in all (workgroups x block)."""
+    def seconds(self, base: float, threads: int, data_bytes: int = 0) -> float:
+        """CPU seconds for a launch of `threads` threads in all (workgroups x block) that can
+        reach `data_bytes` bytes of global memory."""
         if self.time_limit is not None:
             return self.time_limit
-        return min(scaled(float(base), threads), max(float(base), AUTO_TIME_MAX))
+        units = max(scaled(1, threads), -(-int(data_bytes) // BYTES_PER_BASE))
+        return min(float(base) * units, max(float(base), AUTO_TIME_MAX))
 
     def steps(self, base: int, threads: int) -> int:
         """Loop iterations for a scheduler run of `threads` threads in all."""

@@ -60,6 +60,18 @@ class GlobalMemory:
         self.regions: list[Region] = []
         self._bases: list[int] = []
         self.reach_process = False
+        # What a tracked call (`track()`, the launch memo) touched: the base of every region
+        # any access read (whole regions: coarse and conservative), and per written region
+        # a byte mask of what `write` stored
+        self.tracking = False
+        self.read_bases: set[int] = set()
+        self.written: dict[int, np.ndarray] = {}
+
+    def track(self) -> None:
+        """Record from now on which regions are read and which bytes are written."""
+        self.tracking = True
+        self.read_bases = set()
+        self.written = {}
 
     def add(self, base: int, size: int, name: str = "") -> None:
         if size <= 0 or base == 0:
@@ -108,7 +120,14 @@ class GlobalMemory:
         raise EmuMemoryError(f"global memory access of {nbytes} bytes at 0x{addr:x} is outside {where}")
 
     def locate(self, addr: np.ndarray, nbytes: int) -> tuple[Region, np.ndarray]:
-        """The region all `addr` fall in, and their offsets into it (one region per access)."""
+        """The region all `addr` fall in, and their offsets into it (one region per access).
+        The region counts as read (a caller of `locate` may read the view: atomics)."""
+        r, off = self._locate(addr, nbytes)
+        if self.tracking:
+            self.read_bases.add(r.base)
+        return r, off
+
+    def _locate(self, addr: np.ndarray, nbytes: int) -> tuple[Region, np.ndarray]:
         lo = int(addr.min())
         hi = int(addr.max())
         r = self.region_of(lo, nbytes)
@@ -135,15 +154,36 @@ class GlobalMemory:
         r = self.find(addr, (rows - 1) * stride + row_bytes)
         if r is None:
             return None
+        if self.tracking:
+            self.read_bases.add(r.base)
         return np.ndarray((rows, row_bytes), np.uint8, buffer=r.view, offset=addr - r.base,
                           strides=(stride, 1)).copy()
 
     def write(self, addr: np.ndarray, data: np.ndarray) -> None:
         """Scatter rows of `data` (n, k) of some dtype at `addr` (n,)."""
         raw = np.ascontiguousarray(data).view(np.uint8).reshape(len(addr), -1)
-        r, off = self.locate(addr, raw.shape[1])
+        r, off = self._locate(addr, raw.shape[1])  # a store reads nothing
         idx = off[:, None] + np.arange(raw.shape[1], dtype=np.int64)
         r.view[idx] = raw
+        if self.tracking:
+            self._mark_written(r, off, raw.shape[1])
+
+    def _mark_written(self, r: Region, off: np.ndarray, nbytes: int) -> None:
+        """Set the written-byte mask of `r` at `nbytes` bytes from each offset: in 8-, 4- or
+        2-byte words of 0x01 bytes when every access is aligned to them (fewer indices)."""
+        mask = self.written.get(r.base)
+        if mask is None:
+            mask = self.written[r.base] = np.zeros(r.size, dtype=bool)
+        for unit, ones in _MASK_WORDS:
+            if nbytes % unit == 0 and r.size % unit == 0 and not (off % unit).any():
+                words = mask.view(ones.dtype)
+                words[(off // unit)[:, None] + np.arange(nbytes // unit, dtype=np.int64)] = ones
+                return
+        mask[off[:, None] + np.arange(nbytes, dtype=np.int64)] = True
+
+
+# (bytes per word, a word of 0x01 bytes, which a bool view reads as True in each byte)
+_MASK_WORDS = ((8, np.uint64(0x0101010101010101)), (4, np.uint32(0x01010101)), (2, np.uint16(0x0101)))
 
 
 class ProcessTensors:

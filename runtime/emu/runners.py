@@ -71,7 +71,7 @@ class LaunchRun:
         self.sanitizer = sanitizer  # binds each team's waves to its checker (None: plain emulation)
         self.cache_key = cache_key  # no content hash -> no caching (a stale translation must never run)
         self.limits = limits
-        seconds = limits.seconds(TIME_LIMIT, geom.n_threads * geom.n_groups)
+        seconds = limits.seconds(TIME_LIMIT, geom.n_threads * geom.n_groups, sum(r.size for r in gmem.regions))
         self._clock = (seconds, time.process_time() + seconds, f"@{geom.kernel} grid={geom.grid} block={geom.block}")
         self._programs: dict[bool, Program] = {}
         self._lockstep: dict[bool, tuple[Program | None, str | None]] = {}

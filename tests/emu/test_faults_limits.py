@@ -23,7 +23,7 @@ import ldssan
 from ldssan.runtime.emu import EmulationTimeout, EmuLaunchError, StepBudgetExceeded, emulate
 from ldssan.runtime.emu import grid
 from ldssan.runtime.emu import runners
-from ldssan.runtime.emu.limits import AUTO_TIME_MAX, Limits
+from ldssan.runtime.emu.limits import AUTO_TIME_MAX, BYTES_PER_BASE, Limits
 
 pytest_plugins = ["pytester"]
 
@@ -144,18 +144,39 @@ def test_a_negative_dynamic_lds_size_is_refused_naming_the_value(context):
 # -- issue 24 #5: limits a user sets, and the scaled default ------------------------------------
 
 
-def test_the_auto_limits_scale_with_the_threads_of_the_launch():
+def test_the_auto_limits_scale_with_the_threads_or_the_memory_of_the_launch():
     auto = Limits()
     assert auto.seconds(10.0, 64) == 10.0  # one small workgroup: the base, as before
     assert auto.seconds(10.0, 1024) == 10.0
     assert auto.seconds(10.0, 1025) == 20.0
     assert auto.seconds(10.0, 256 * 1024) == 2560.0  # 256 workgroups of 1024 threads
     assert auto.seconds(10.0, BIG_GRID * 64) == AUTO_TIME_MAX  # bounded: a huge grid still ends
+    # or with the memory it can reach, whichever is more: a grid-stride kernel of few threads
+    assert auto.seconds(10.0, 6 * 512, BYTES_PER_BASE) == 30.0
+    assert auto.seconds(10.0, 6 * 512, 8 * BYTES_PER_BASE + 1) == 90.0
+    assert auto.seconds(10.0, 64, 1 << 50) == AUTO_TIME_MAX
     assert auto.steps(50_000_000, 64) == 50_000_000
     assert auto.steps(50_000_000, 16 * 1024) == 16 * 50_000_000  # a batch of 16 workgroups
     set_ = Limits(time_limit=2.5, step_budget=1000)
     assert set_.seconds(10.0, BIG_GRID * 64) == 2.5 and set_.steps(50_000_000, 16 * 1024) == 1000
     assert Limits("auto", "auto") == auto and Limits("7", "1_000") == Limits(7.0, 1000)
+
+
+def test_a_launch_gets_the_time_of_the_memory_it_can_reach(monkeypatch):
+    # the launch's limit counts the bytes of its tensors (here 2 x BYTES_PER_BASE of storage
+    # behind a 64-element view), not only its 64 threads
+    got = []
+    seconds = Limits.seconds
+
+    def spy(self, base, threads, data_bytes=0):
+        got.append(seconds(self, base, threads, data_bytes))
+        return got[-1]
+
+    monkeypatch.setattr(Limits, "seconds", spy)
+    big = torch.zeros(2 * BYTES_PER_BASE // 4, dtype=torch.int32)
+    with emulate():
+        launch_counting(big[:N], 1, 1)
+    assert got == [2 * runners.TIME_LIMIT] and big[:N].tolist() == [1] * N
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -63,6 +63,19 @@ def test_the_profiler_reports_each_emulated_kernel_as_a_cuda_event(gpu, kernels)
     assert not col.violations and out.cpu().tolist() == [(i + 1) % N * 10 for i in range(N)]
 
 
+def test_a_replayed_launch_is_a_device_event_of_the_window(gpu, kernels):
+    # run_perftest's timed loop sits in a profiler window: its launches are replayed by the
+    # memo (docs/memo.md) and still counted, one device event each, lasting what the replay took
+    from ldssan.runtime.emu import memo
+
+    out = torch.zeros(N, dtype=torch.int32, device="cuda")
+    with ldssan.sanitize(memo=memo.DEFAULT_BUDGET) as col:
+        us, counts = perf_us(kernels[0].launch, out, iters=4)
+    assert counts == {"timed_synced_0": 4} and math.isfinite(us) and us > 0
+    assert [r.memo for r in col.results] == ["recorded"] + ["replayed"] * 4
+    assert out.cpu().tolist() == [(i + 1) % N * 10 for i in range(N)]
+
+
 def test_key_averages_give_the_kernels_device_time(gpu, kernels):
     out = torch.zeros(N, dtype=torch.int32, device="cuda")
     with ldssan.sanitize():

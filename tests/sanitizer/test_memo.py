@@ -1,12 +1,14 @@
 """Launch memoization (runtime/emu/memo.py, docs/memo.md): a host call whose build,
-arguments, run configuration and memory bytes equal an earlier call's is replayed -- its
-post-state written back, its report replayed as this launch's -- and any other call runs.
-Executions are counted by wrapping `Launcher.launch_kernel`, the one place a kernel runs."""
+arguments, run configuration, memory layout and the bytes of every region it reads equal an
+earlier call's is replayed -- its post-state written back, its report replayed as this
+launch's -- and any other call runs. Executions are counted by wrapping
+`Launcher.launch_kernel`, the one place a kernel runs."""
 
 from __future__ import annotations
 
 import types
 
+import numpy as np
 import pytest
 import torch
 
@@ -43,6 +45,13 @@ def _fill_ptr(Out: fx.Pointer):
     Out[tid] = fx.Int32(tid) * 7
 
 
+@flyc.kernel
+def _peek(Addr: fx.Int64, Out: fx.Tensor):
+    tid = fx.thread_idx.x
+    g32 = fx.PointerType.get(elem_ty=fx.Int32.ir_type, address_space=fx.AddressSpace.Global, alignment=4)
+    Out[tid] = fx.ptr_load(fx.inttoptr(g32, Addr + fx.Int64(tid) * 4))  # a tensor not among the arguments
+
+
 @flyc.jit
 def scale(In: fx.Tensor, Out: fx.Tensor, stream: fx.Stream = fx.Stream(None)):
     _scale(In, Out).launch(grid=(1, 1, 1), block=(N, 1, 1), stream=stream)
@@ -56,6 +65,11 @@ def bump(Out: fx.Tensor, stream: fx.Stream = fx.Stream(None)):
 @flyc.jit
 def fill_ptr(Out: fx.Pointer, stream: fx.Stream = fx.Stream(None)):
     _fill_ptr(Out).launch(grid=(1, 1, 1), block=(N, 1, 1), stream=stream)
+
+
+@flyc.jit
+def peek(Addr: fx.Int64, Out: fx.Tensor, stream: fx.Stream = fx.Stream(None)):
+    _peek(Addr, Out).launch(grid=(1, 1, 1), block=(N, 1, 1), stream=stream)
 
 
 def _want(x: torch.Tensor) -> torch.Tensor:
@@ -118,15 +132,31 @@ def test_a_changed_input_byte_runs_again(executed):
     torch.testing.assert_close(out, _want(x))
 
 
-def test_changed_prior_output_contents_run_again(executed):
-    # the output is part of what a launch reads: after the first call it holds the result,
-    # so the second call is a new one; the third sees what the second saw and is replayed
+def test_a_write_only_output_is_not_in_the_key_so_a_benchmark_loop_runs_once(executed):
+    # `scale` never reads Out: its prior contents (zeros, then the result) are not part of
+    # what the launch sees, so the loop's second and third launches are replayed
     x, out = _inputs()
     with ldssan.sanitize(memo=memo.DEFAULT_BUDGET) as col:
         for _ in range(3):
             scale(x, out)
-    assert executed[0] == 2 and [r.memo for r in col.results] == ["recorded", "recorded", "replayed"]
+        out.fill_(-5)  # other prior contents: still replayed, and every byte is the result's
+        scale(x, out)
+    assert executed[0] == 1 and [r.memo for r in col.results] == ["recorded"] + ["replayed"] * 3
     torch.testing.assert_close(out, _want(x))
+
+
+def test_a_replay_writes_only_the_bytes_the_call_stored(executed):
+    # Out's storage is twice what `scale` writes: the bytes it never stored keep whatever
+    # they hold before the replay (here: other values than at the recorded call)
+    x = torch.arange(N, dtype=torch.int32)
+    store = torch.full((2 * N,), 7, dtype=torch.int32)
+    with ldssan.sanitize(memo=memo.DEFAULT_BUDGET) as col:
+        scale(x, store[:N])
+        store.fill_(-1)
+        scale(x, store[:N])
+    assert executed[0] == 1 and col.results[-1].memo == "replayed"
+    torch.testing.assert_close(store[:N], _want(x))
+    torch.testing.assert_close(store[N:], torch.full((N,), -1, dtype=torch.int32))
 
 
 def test_a_kernel_reading_its_output_is_never_replayed_on_other_contents(executed):
@@ -178,17 +208,74 @@ def test_a_seeded_random_policy_is_deterministic_and_replayed(executed, racy):
     assert executed[0] == 6  # another seed, another block: run
 
 
-def test_a_raw_pointer_launch_is_not_memoizable_and_says_why(executed):
+def test_the_memory_tracks_every_kind_of_read_and_the_stored_bytes():
+    # what the key rests on: loads, tile copies (TDM) and atomics' `locate` mark their
+    # region read; a store marks only the bytes it stored, and reads nothing
+    from ldssan.runtime.emu.memory import GlobalMemory
+
+    arrays = [np.zeros(64, np.uint8) for _ in range(4)]
+    gmem = GlobalMemory()
+    for i, a in enumerate(arrays):
+        gmem.add(a.ctypes.data, a.nbytes, f"a{i}")
+    base = [a.ctypes.data for a in arrays]
+    gmem.read(np.array([base[0]]), np.dtype(np.int32))  # untracked: nothing recorded
+    assert gmem.read_bases == set() and gmem.written == {}
+    gmem.track()
+    gmem.read(np.array([base[0] + 8]), np.dtype(np.int32))
+    assert gmem.read_rows(base[1], 2, 4, 16) is not None
+    gmem.locate(np.array([base[2]]), 4)
+    gmem.write(np.array([base[3] + 4, base[3] + 12]), np.ones((2, 1), np.int32))
+    assert gmem.read_bases == {base[0], base[1], base[2]}
+    assert list(gmem.written) == [base[3]]
+    assert np.flatnonzero(gmem.written[base[3]]).tolist() == [4, 5, 6, 7, 12, 13, 14, 15]
+
+
+def test_a_raw_pointer_into_an_argument_tensor_is_replayed(executed):
+    # from_c_void_p into a live tensor: its storage is registered before the call, so it is
+    # in the layout (and, were it read, in the key) like a tensor argument's
     out = torch.zeros(N, dtype=torch.int32)
     with ldssan.sanitize(memo=memo.DEFAULT_BUDGET) as col:
-        cfg = ldssan.runtime.emu.frontend.current()
         for _ in range(2):
             out.zero_()
             fill_ptr(flyc.from_c_void_p(fx.Int32, out.data_ptr()))
-    assert executed[0] == 2
-    assert [memo.refused(r.memo) for r in col.results] == [memo.RAW_ADDRESSES] * 2
-    assert cfg.memo.stats()["not_memoizable"] == {memo.RAW_ADDRESSES: 2}
+    assert executed[0] == 1 and [r.memo for r in col.results] == ["recorded", "replayed"]
     torch.testing.assert_close(out, torch.arange(N, dtype=torch.int32) * 7)
+
+
+def test_a_call_reaching_memory_outside_the_key_is_refused(executed):
+    # `peek` loads a tensor through an integer address (llvm.inttoptr): that tensor joins
+    # the call while it runs, its bytes were never in the key -- refused, run every time
+    secret = torch.arange(N, dtype=torch.int32) * 5
+    out = torch.zeros(N, dtype=torch.int32)
+    with ldssan.sanitize(memo=memo.DEFAULT_BUDGET) as col:
+        cfg = ldssan.runtime.emu.frontend.current()
+        peek(secret.data_ptr(), out)
+        secret += 1
+        peek(secret.data_ptr(), out)
+    assert executed[0] == 2
+    assert [memo.refused(r.memo) for r in col.results] == [memo.NEW_REGIONS] * 2
+    assert cfg.memo.stats()["not_memoizable"] == {memo.NEW_REGIONS: 2}
+    torch.testing.assert_close(out, secret)
+
+
+def test_a_change_no_tracked_store_made_is_refused(executed, monkeypatch):
+    # fail closed: a writer the memory's tracking does not see (here: `write` patched to
+    # store untracked) leaves a changed region neither read nor recorded as written
+    from ldssan.runtime.emu import memory
+
+    def untracked(self, addr, data):
+        raw = np.ascontiguousarray(data).view(np.uint8).reshape(len(addr), -1)
+        r, off = self._locate(addr, raw.shape[1])
+        r.view[off[:, None] + np.arange(raw.shape[1])] = raw
+
+    monkeypatch.setattr(memory.GlobalMemory, "write", untracked)
+    x, out = _inputs()
+    with ldssan.sanitize(memo=memo.DEFAULT_BUDGET) as col:
+        scale(x, out)
+        out.zero_()
+        scale(x, out)
+    assert executed[0] == 2 and [memo.refused(r.memo) for r in col.results] == [memo.UNTRACKED_WRITE] * 2
+    torch.testing.assert_close(out, _want(x))
 
 
 def test_the_memo_evicts_the_least_recently_used_by_bytes(executed):
@@ -215,10 +302,29 @@ def test_the_memo_evicts_the_least_recently_used_by_bytes(executed):
         assert executed[0] == 4
     assert [r.memo for r in col.results] == ["recorded", "recorded", "replayed", "recorded", "replayed",
                                              "recorded"]
-    with ldssan.sanitize(memo=size // 2) as col:  # one call's post-state alone is too large
+    with ldssan.sanitize(memo=1) as col:  # one call's records alone are too large
         call(1)
         call(1)
     assert executed[0] == 6 and [memo.refused(r.memo) for r in col.results] == [memo.TOO_LARGE] * 2
+
+
+def test_a_post_state_over_the_budget_is_kept_as_digests_and_replayed_where_memory_holds_it(executed):
+    x, out = _inputs()
+    with ldssan.sanitize(memo=memo.DEFAULT_BUDGET):
+        scale(x, out)
+        size = ldssan.runtime.emu.frontend.current().memo.nbytes
+    executed[0] = 0
+    out.zero_()
+    with ldssan.sanitize(memo=size - 1) as col:  # the bytes do not fit, their digest does
+        store = ldssan.runtime.emu.frontend.current().memo
+        for _ in range(3):  # a benchmark loop: Out holds what the previous launch wrote
+            scale(x, out)
+        assert executed[0] == 1 and store.nbytes < size
+        out.fill_(-5)  # not the recorded post-state, and no bytes to write back: run again
+        scale(x, out)
+    assert executed[0] == 2
+    assert [r.memo for r in col.results] == ["recorded", "replayed", "replayed", "recorded"]
+    torch.testing.assert_close(out, _want(x))
 
 
 def test_the_memo_option_turns_it_off_and_is_validated(executed, monkeypatch):
@@ -269,15 +375,27 @@ pytest_plugins = ["pytester"]
 
 LOOP = IMPORTS + neighbour_source(shift=32) + '''
 
+@flyc.kernel
+def peek_kernel(Addr: fx.Int64, Out: fx.Tensor):
+    tid = fx.thread_idx.x
+    g32 = fx.PointerType.get(elem_ty=fx.Int32.ir_type, address_space=fx.AddressSpace.Global, alignment=4)
+    Out[tid] = fx.ptr_load(fx.inttoptr(g32, Addr + fx.Int64(tid) * 4))
+
+@flyc.jit
+def peek(Addr: fx.Int64, Out: fx.Tensor, stream: fx.Stream = fx.Stream(None)):
+    peek_kernel(Addr, Out).launch(grid=(1, 1, 1), block=(N, 1, 1), stream=stream)
+
 def test_benchmark_loop():
     out = torch.zeros(N, dtype=torch.int32)
-    for _ in range(6):  # the first sees zeros, the second the result, the rest what the second saw
+    for _ in range(6):  # Out is only written: the first runs, the rest are replayed
         launch(out)
     assert int(out[0]) == 320
 
 def test_raw_pointer():
     out = torch.zeros(N, dtype=torch.int32)
-    launch(flyc.from_c_void_p(fx.Int32, out.data_ptr()))
+    launch(flyc.from_c_void_p(fx.Int32, out.data_ptr()))  # an argument tensor's address: recorded
+    secret = torch.arange(N, dtype=torch.int32)
+    peek(secret.data_ptr(), out)  # another tensor, reached through an integer: refused
 '''
 
 
@@ -289,12 +407,11 @@ def test_the_summary_and_the_json_report_count_the_replayed_launches(pytester, m
     monkeypatch.setenv("FLYDSL_LDSSAN", "1")
     res = pytester.runpytest_subprocess("-p", "ldssan", "--ldssan-report=out.json")
     res.assert_outcomes(passed=2)
-    res.stdout.fnmatch_lines(["*ldssan: 1 kernels, 7 launches, 3 sites checked*",
-                              f"ldssan: 4 launches replayed (identical to an earlier one), 2 recorded, "
-                              f"1 not memoizable (1: {memo.RAW_ADDRESSES})"])
+    res.stdout.fnmatch_lines([f"ldssan: 5 launches replayed (identical to an earlier one), 2 recorded, "
+                              f"1 not memoizable (1: {memo.NEW_REGIONS})"])
     doc = json.loads((pytester.path / "out.json").read_text())
-    assert doc["memo"] == {"replayed": 4, "recorded": 2, "not_memoizable": {memo.RAW_ADDRESSES: 1}}
-    assert doc["tests"]["test_loop.py::test_benchmark_loop"]["replayed"] == 4
+    assert doc["memo"] == {"replayed": 5, "recorded": 2, "not_memoizable": {memo.NEW_REGIONS: 1}}
+    assert doc["tests"]["test_loop.py::test_benchmark_loop"]["replayed"] == 5
 
 
 def test_the_memo_counts_and_their_summary_line(executed):
@@ -304,12 +421,12 @@ def test_the_memo_counts_and_their_summary_line(executed):
     with ldssan.sanitize(memo=memo.DEFAULT_BUDGET) as col:
         for _ in range(4):
             scale(x, out)
-        fill_ptr(flyc.from_c_void_p(fx.Int32, out.data_ptr()))
+        peek(x.data_ptr(), out)
     counts = memo_counts(col.results)
-    assert counts == {"replayed": 2, "recorded": 2, "not_memoizable": {memo.RAW_ADDRESSES: 1}}
-    assert memo_line(counts) == ("ldssan: 2 launches replayed (identical to an earlier one), 2 recorded, "
-                                 f"1 not memoizable (1: {memo.RAW_ADDRESSES})")
-    assert add_memo_counts(counts, counts)["not_memoizable"] == {memo.RAW_ADDRESSES: 2}
+    assert counts == {"replayed": 3, "recorded": 1, "not_memoizable": {memo.NEW_REGIONS: 1}}
+    assert memo_line(counts) == ("ldssan: 3 launches replayed (identical to an earlier one), 1 recorded, "
+                                 f"1 not memoizable (1: {memo.NEW_REGIONS})")
+    assert add_memo_counts(counts, counts)["not_memoizable"] == {memo.NEW_REGIONS: 2}
     assert memo_line(memo_counts(())) is None  # memo off: no line
 
 

@@ -48,11 +48,16 @@ class Region:
         got = self._spans.get((nbytes, width))
         if got is None:
             head = -self.base % width
-            n = max(0, (self.size - head - nbytes) // width + 1)
-            view = np.ndarray((n,), np.dtype((np.void, nbytes)), buffer=self.view, offset=head if n else 0,
-                              strides=(width,))
-            got = self._spans[(nbytes, width)] = (head, view)
+            got = self._spans[(nbytes, width)] = (head, spans(self.view[head:], nbytes, width))
         return got
+
+
+def spans(data: np.ndarray, nbytes: int, width: int = 1) -> np.ndarray:
+    """A view of the bytes `data` as overlapping `nbytes`-byte elements, one starting every
+    `width` bytes: element i is data[i*width : i*width + nbytes]. Gathering or scattering
+    whole elements (a lane's bytes, a row) takes one index each instead of one per byte."""
+    n = max(0, (data.size - nbytes) // width + 1)
+    return np.ndarray((n,), np.dtype((np.void, nbytes)), buffer=data, offset=0, strides=(width,))
 
 
 def in_host_memory(tensor) -> bool:

@@ -183,20 +183,8 @@ class WaveCtx:
         self.wave = wave
         self.team = team  # index of the workgroup among those resident at once
         self.n_waves = n_waves
-        self.L = L = WAVE * B
-        self.lane = np.tile(np.arange(WAVE, dtype=np.int64), B)
-        self.lane_base = np.repeat(np.arange(B, dtype=np.int64) * WAVE, WAVE)
-        self.group_base = np.repeat(np.arange(B, dtype=np.int64) * lds.lds_bytes, WAVE)
-        bx, by, bz = block
-        linear = wave * WAVE + self.lane
-        self.mask = linear < bx * by * bz
-        self.mask_full = bool(self.mask.all())
-        self.tid = (linear % bx, (linear // bx) % by, linear // (bx * by))
-        g = np.array(groups, dtype=np.int64).reshape(B, 3)
-        if batched:
-            self.bid = tuple(np.repeat(g[:, d], WAVE) for d in range(3))
-        else:
-            self.bid = tuple(np.int64(g[0, d]) for d in range(3))
+        self.L = WAVE * B
+        self._lane_arrays(groups, block, lds, batched)
         self.bdim = tuple(np.int64(b) for b in block)
         self.gdim = tuple(np.int64(x) for x in grid)
         self.lds = lds
@@ -213,7 +201,23 @@ class WaveCtx:
         self.nops = 0  # wave-ops executed (each on L lanes)
         self.budget = budget
         self.groups_active = np.ones(B, dtype=bool)
-        del L
+
+    def _lane_arrays(self, groups, block, lds, batched: bool) -> None:
+        """The per-lane geometry: lane, lane_base, group_base, mask, tid, bid."""
+        B = len(groups)
+        self.lane = np.tile(np.arange(WAVE, dtype=np.int64), B)
+        self.lane_base = np.repeat(np.arange(B, dtype=np.int64) * WAVE, WAVE)
+        self.group_base = np.repeat(np.arange(B, dtype=np.int64) * lds.lds_bytes, WAVE)
+        bx, by, bz = block
+        linear = self.wave * WAVE + self.lane
+        self.mask = linear < bx * by * bz
+        self.mask_full = bool(self.mask.all())
+        self.tid = (linear % bx, (linear // bx) % by, linear // (bx * by))
+        if batched:
+            g = np.array(groups, dtype=np.int64).reshape(B, 3)
+            self.bid = tuple(np.repeat(g[:, d], WAVE) for d in range(3))
+        else:
+            self.bid = tuple(np.int64(x) for x in groups[0])
 
     def tick(self) -> None:
         """One iteration of a divergent or `while` loop: bounded, so a runaway loop is reported."""
@@ -300,6 +304,11 @@ class LockstepCtx(WaveCtx):
             gids = np.array(groups, dtype=np.int64).reshape(B, 3)
             self.bid = tuple(np.repeat(gids[:, d], W * WAVE) for d in range(3))
         self.groups_active = np.ones(B * W, dtype=bool)
+
+    def _lane_arrays(self, groups, block, lds, batched: bool) -> None:
+        # the rest (lane_base, group_base, mask, tid, bid of a batch) is built from the parts
+        self.lane = np.tile(np.arange(WAVE, dtype=np.int64), len(groups))
+        self.bid = tuple(np.int64(x) for x in groups[0])
 
     def _gather(self, per_part) -> np.ndarray:
         """One per-lane array from the parts' per-lane arrays."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from typing import NamedTuple
 
 import numpy as np
 
@@ -294,9 +295,10 @@ class LockstepCtx(WaveCtx):
         self.wave = np.repeat(w, WAVE)
         self.lane_base = np.repeat(block_id * WAVE, WAVE)
         self.group_base = np.repeat(g * lds.lds_bytes, WAVE)
-        # lanes of each part, in the part's own order (g*32 + l): a slice (a view) for one workgroup
-        self.index = [slice(k * WAVE, (k + 1) * WAVE) if B == 1 else
-                      ((np.arange(B)[:, None] * W + k) * WAVE + np.arange(WAVE)).reshape(-1) for k in range(W)]
+        # lanes of each part, in the part's own order (g*32 + l): a slice (a view) for one
+        # workgroup, else the part's column of the (B, W, 32) lane grid (`lanes_of`)
+        self.index = [slice(k * WAVE, (k + 1) * WAVE) if B == 1 else slice(0, B * WAVE) if W == 1 else
+                      PartLanes(B, W, k) for k in range(W)]
         self.mask = self._gather(p.mask for p in parts)
         self.mask_full = bool(self.mask.all())
         self.tid = tuple(self._gather(p.tid[d] for p in parts) for d in range(3))
@@ -318,7 +320,10 @@ class LockstepCtx(WaveCtx):
             a = np.broadcast_to(np.asarray(a), (per,))
             if out is None:
                 out = np.empty(self.L, dtype=a.dtype)
-            out[idx] = a
+            if type(idx) is slice:
+                out[idx] = a
+            else:
+                out.reshape(idx.B, idx.W, WAVE)[:, idx.k] = a.reshape(idx.B, WAVE)
         return out
 
     def split(self, mask, values):
@@ -330,7 +335,7 @@ class LockstepCtx(WaveCtx):
         mask = np.broadcast_to(mask, (self.L,))
         lanes = self.per_lane(values)
         for part, idx in zip(self.parts, self.index):
-            m = mask[idx]
+            m = lanes_of(mask, idx)
             if m.any():
                 yield part, _cut(values, lanes, idx), m
 
@@ -386,7 +391,7 @@ class LockstepHooks:
             return self._ds_each(site, ptr, nbytes, kind, mask)
         if lanes:
             for (fn, m), idx in zip(self._ds_fns, ctx.index):
-                fn(site, ptr[idx], nbytes, kind, m)
+                fn(site, lanes_of(ptr, idx), nbytes, kind, m)
         else:
             for fn, m in self._ds_fns:
                 fn(site, ptr, nbytes, kind, m)
@@ -427,5 +432,24 @@ def _cut(values, lanes: list[int], idx) -> list:
     """`values` with the per-lane ones (positions `lanes`) cut to the lanes `idx`."""
     out = list(values)
     for i in lanes:
-        out[i] = out[i][idx]
+        out[i] = lanes_of(out[i], idx)
     return out
+
+
+class PartLanes(NamedTuple):
+    """The lanes of part k of a lockstep context of B workgroups of W waves: lane
+    (g*W + k)*32 + l for every g, l."""
+
+    B: int
+    W: int
+    k: int
+
+
+def lanes_of(values: np.ndarray, idx) -> np.ndarray:
+    """The part `idx` (a slice or `PartLanes`) of per-lane `values` (first axis L): a strided
+    copy of one column of the (B, W, 32) lane grid, far cheaper than a fancy index when a
+    lane holds a vector."""
+    if type(idx) is slice:
+        return values[idx]
+    rest = values.shape[1:]
+    return values.reshape((idx.B, idx.W, WAVE) + rest)[:, idx.k].reshape((idx.B * WAVE,) + rest)

@@ -144,12 +144,17 @@ def main() -> None:
         "base": f"{args.base} ({_git('rev-parse', '--short', args.base)})",
         "new": f"{_git('rev-parse', '--short', 'HEAD')}" + (" + uncommitted changes" if _git("status", "--porcelain", "--untracked-files=no") else ""),
         "machine": machine(), "pinned_to_one_core": all(w.info["pinned"] for w in workers.values()),
-        "rounds": args.rounds, "statistic": "median of the rounds; launch seconds (LaunchRecord.seconds)",
+        "rounds": args.rounds, "statistic": "median of the rounds (and min, and the median of per-round new/base ratios) of the "
+                     "launch seconds (LaunchRecord.seconds); lane-ops/s for the lockstep plain case",
         "cases": {},
     }
     for name in names:
         b, n = statistics.median(got[name]["base"]), statistics.median(got[name]["new"])
+        paired = [y / x for x, y in zip(got[name]["base"], got[name]["new"])]
         entry = {"base": _round(b), "new": _round(n), "new_over_base": round(n / b, 3),
+                 # each round's new / base (the two ran back to back): robust to load drifting
+                 "median_of_round_ratios": round(statistics.median(paired), 3),
+                 "base_min": _round(min(got[name]["base"])), "new_min": _round(min(got[name]["new"])),
                  "base_rounds": [_round(x) for x in got[name]["base"]],
                  "new_rounds": [_round(x) for x in got[name]["new"]]}
         if name in TARGETS:

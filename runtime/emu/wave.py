@@ -14,12 +14,14 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import deque
 from typing import NamedTuple
 
 import numpy as np
 
+from ldssan.passes.ir.caches import register_cache
 from ldssan.passes.ir.errors import LdssanError
 
 from .interfaces import HOOK_METHODS, hook_method
@@ -206,14 +208,8 @@ class WaveCtx:
     def _lane_arrays(self, groups, block, lds, batched: bool) -> None:
         """The per-lane geometry: lane, lane_base, group_base, mask, tid, bid."""
         B = len(groups)
-        self.lane = np.tile(np.arange(WAVE, dtype=np.int64), B)
-        self.lane_base = np.repeat(np.arange(B, dtype=np.int64) * WAVE, WAVE)
-        self.group_base = np.repeat(np.arange(B, dtype=np.int64) * lds.lds_bytes, WAVE)
-        bx, by, bz = block
-        linear = self.wave * WAVE + self.lane
-        self.mask = linear < bx * by * bz
-        self.mask_full = bool(self.mask.all())
-        self.tid = (linear % bx, (linear // bx) % by, linear // (bx * by))
+        (self.lane, self.lane_base, self.group_base, self.mask, self.mask_full,
+         self.tid) = _geometry(self.wave, B, tuple(block), lds.lds_bytes)
         if batched:
             g = np.array(groups, dtype=np.int64).reshape(B, 3)
             self.bid = tuple(np.repeat(g[:, d], WAVE) for d in range(3))
@@ -267,6 +263,24 @@ class WaveCtx:
         for q in self.pending.values():
             while q:
                 q.popleft().complete()
+
+
+@register_cache
+@functools.lru_cache(maxsize=32)  # <= ~1 MB each (a lockstep part's lanes are within plan.LANE_BUDGET)
+def _geometry(wave: int, B: int, block: tuple[int, int, int], lds_bytes: int):
+    """(lane, lane_base, group_base, mask, mask_full, tid) of wave `wave` over B workgroups:
+    the same for every batch of a launch (and every launch of a shape), so built once;
+    read-only, as every context shares them."""
+    lane = np.tile(np.arange(WAVE, dtype=np.int64), B)
+    lane_base = np.repeat(np.arange(B, dtype=np.int64) * WAVE, WAVE)
+    group_base = np.repeat(np.arange(B, dtype=np.int64) * lds_bytes, WAVE)
+    bx, by, bz = block
+    linear = wave * WAVE + lane
+    mask = linear < bx * by * bz
+    tid = (linear % bx, (linear // bx) % by, linear // (bx * by))
+    for a in (lane, lane_base, group_base, mask) + tid:
+        a.flags.writeable = False
+    return lane, lane_base, group_base, mask, bool(mask.all()), tid
 
 
 class LockstepCtx(WaveCtx):

@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -65,12 +66,14 @@ def worker(gemm_n: int) -> None:
         run, records = cases[name]
         if records is not None:
             records.clear()
+        cpu0 = time.process_time()
         seconds = run()
+        cpu = time.process_time() - cpu0
         value = seconds
         if records is not None:  # lane-ops/s of the launch
             rec = records[-1][2][0]
             value = rec.lane_ops / rec.seconds
-        print(json.dumps({"case": name, "value": value, "seconds": seconds}), flush=True)
+        print(json.dumps({"case": name, "value": value, "seconds": seconds, "cpu": cpu}), flush=True)
 
 
 # -- controller ---------------------------------------------------------------------------
@@ -90,10 +93,12 @@ class Worker:
             raise RuntimeError("a benchmark worker stopped (see its stderr above)")
         return json.loads(line)
 
-    def run(self, case: str) -> float:
+    def run(self, case: str) -> tuple[float, float]:
+        """(the case's figure, CPU seconds of the whole host call)."""
         self.proc.stdin.write(case + "\n")
         self.proc.stdin.flush()
-        return self._read()["value"]
+        got = self._read()
+        return got["value"], got["cpu"]
 
     def close(self) -> None:
         self.proc.stdin.close()
@@ -129,10 +134,13 @@ def main() -> None:
             for w in workers.values():
                 w.run(name)
         got = {name: {t: [] for t in trees} for name in names}
+        cpu = {name: {t: [] for t in trees} for name in names}
         for _ in range(args.rounds):
             for name in names:
                 for t, w in workers.items():
-                    got[name][t].append(w.run(name))
+                    value, seconds = w.run(name)
+                    got[name][t].append(value)
+                    cpu[name][t].append(seconds)
         for w in workers.values():
             w.close()
     finally:
@@ -155,6 +163,10 @@ def main() -> None:
                  # each round's new / base (the two ran back to back): robust to load drifting
                  "median_of_round_ratios": round(statistics.median(paired), 3),
                  "base_min": _round(min(got[name]["base"])), "new_min": _round(min(got[name]["new"])),
+                 # CPU time of the whole host call (launch + decode + ldssan's per-call work):
+                 # what the process itself spent, less sensitive to a busy machine than wall time
+                 "call_cpu_base": _round(statistics.median(cpu[name]["base"])),
+                 "call_cpu_new": _round(statistics.median(cpu[name]["new"])),
                  "base_rounds": [_round(x) for x in got[name]["base"]],
                  "new_rounds": [_round(x) for x in got[name]["new"]]}
         if name in TARGETS:

@@ -258,6 +258,7 @@ class LocalMemory:
         self.words = self.data.view(np.uint32) if lds_bytes % 4 == 0 and self.data.size % 4 == 0 else None
         if fill is not None:
             self.data[:] = fill
+        self._span_views: dict[int, np.ndarray] = {}  # `_spans` by element size
         self._index_seen: dict[tuple, tuple] = {}  # `index` results by (group base, addresses, size)
         self._index_bytes = 0
         self._index_misses = self._index_hits = 0
@@ -271,8 +272,9 @@ class LocalMemory:
         return idx, ok
 
     def index(self, group_base: np.ndarray, addr: np.ndarray, nbytes: int):
-        """(array, indices (n, k), in-range mask): dwords when every address is 4-aligned
-        and the size a multiple of 4 (the common case), bytes otherwise. The indices are
+        """(array, indices, in-range mask): when every address is 4-aligned and the size a
+        multiple of 4 (the common case), `nbytes`-byte elements starting at each dword and
+        one index (n,) per lane; else bytes and indices (n, nbytes). The indices are
         read-only; the mask is the caller's own."""
         addr = addr.astype(np.int64, copy=False)
         if not self.remember_index or addr.size > _INDEX_SEEN_LANES or self._index_seen is None:
@@ -302,10 +304,17 @@ class LocalMemory:
 
     def _index(self, group_base: np.ndarray, addr: np.ndarray, nbytes: int):
         ok = (addr >= 0) & (addr + nbytes <= self.lds_bytes)
-        if self.words is not None and nbytes % 4 == 0 and not (addr & 3).any():
+        if self.words is not None and nbytes % 4 == 0 and nbytes <= self.lds_bytes and not (addr & 3).any():
             safe = addr if ok.all() else np.where(ok, addr, 0)
-            idx = ((group_base + safe) >> 2)[:, None] + np.arange(nbytes // 4, dtype=np.int64)
-            return self.words, idx, ok
+            return self._spans(nbytes), (group_base + safe) >> 2, ok
         safe = np.where(ok, addr, 0)
         idx = (group_base + safe)[:, None] + np.arange(nbytes, dtype=np.int64)
         return self.data, idx, ok
+
+    def _spans(self, nbytes: int) -> np.ndarray:
+        """LDS as overlapping `nbytes`-byte elements, one every dword (`spans`): one index
+        per lane instead of one per dword."""
+        view = self._span_views.get(nbytes)
+        if view is None:
+            view = self._span_views[nbytes] = spans(self.data, nbytes, 4)
+        return view

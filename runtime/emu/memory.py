@@ -22,7 +22,7 @@ import bisect
 import ctypes
 import gc
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -39,6 +39,25 @@ class Region:
     size: int
     view: np.ndarray  # uint8, writable, aliases the tensor's storage
     name: str
+    _spans: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def spans(self, nbytes: int, width: int) -> tuple[int, np.ndarray]:
+        """(head, a view of the region as overlapping `nbytes`-byte elements starting every
+        `width` bytes from its first `width`-aligned address): a gather of whole lanes with
+        one index per lane instead of one per byte (the same bytes, several times faster)."""
+        got = self._spans.get((nbytes, width))
+        if got is None:
+            head = -self.base % width
+            got = self._spans[(nbytes, width)] = (head, spans(self.view[head:], nbytes, width))
+        return got
+
+
+def spans(data: np.ndarray, nbytes: int, width: int = 1) -> np.ndarray:
+    """A view of the bytes `data` as overlapping `nbytes`-byte elements, one starting every
+    `width` bytes: element i is data[i*width : i*width + nbytes]. Gathering or scattering
+    whole elements (a lane's bytes, a row) takes one index each instead of one per byte."""
+    n = max(0, (data.size - nbytes) // width + 1)
+    return np.ndarray((n,), np.dtype((np.void, nbytes)), buffer=data, offset=0, strides=(width,))
 
 
 def in_host_memory(tensor) -> bool:
@@ -142,8 +161,8 @@ class GlobalMemory:
         """Gather `count` elements of `dtype` at each address -> (n, count) array."""
         nb = dtype.itemsize * count
         r, off = self.locate(addr, nb)
-        idx = off[:, None] + np.arange(nb, dtype=np.int64)
-        return r.view[idx].view(dtype).reshape(len(addr), count)
+        arr, idx = _lane_spans(r, off, nb)
+        return arr[idx].view(np.uint8).view(dtype).reshape(len(addr), count)
 
     def read_rows(self, addr: int, rows: int, row_bytes: int, stride: int) -> np.ndarray | None:
         """`rows` rows of `row_bytes` bytes, `stride` bytes apart from `addr` (a tile), as one
@@ -163,8 +182,8 @@ class GlobalMemory:
         """Scatter rows of `data` (n, k) of some dtype at `addr` (n,)."""
         raw = np.ascontiguousarray(data).view(np.uint8).reshape(len(addr), -1)
         r, off = self._locate(addr, raw.shape[1])  # a store reads nothing
-        idx = off[:, None] + np.arange(raw.shape[1], dtype=np.int64)
-        r.view[idx] = raw
+        arr, idx = _lane_spans(r, off, raw.shape[1])
+        arr[idx] = raw.view(arr.dtype).reshape(len(addr))
         if self.tracking:
             self._mark_written(r, off, raw.shape[1])
 
@@ -184,6 +203,16 @@ class GlobalMemory:
 
 # (bytes per word, a word of 0x01 bytes, which a bool view reads as True in each byte)
 _MASK_WORDS = ((8, np.uint64(0x0101010101010101)), (4, np.uint32(0x01010101)), (2, np.uint16(0x0101)))
+
+
+def _lane_spans(r: Region, off: np.ndarray, nb: int) -> tuple[np.ndarray, np.ndarray]:
+    """(array of `nb`-byte elements over region `r`, one index per lane) addressing the `nb`
+    bytes at each offset: elements start every 8, 4, 2 or 1 bytes, the widest every access is
+    aligned to (a coarser stride indexes a shorter view, a little faster)."""
+    low = int(np.bitwise_or.reduce(off)) | r.base | 8
+    width = low & -low
+    head, view = r.spans(nb, width)
+    return view, (off - head) >> (width.bit_length() - 1)
 
 
 class ProcessTensors:
@@ -269,6 +298,7 @@ class LocalMemory:
         self.words = self.data.view(np.uint32) if lds_bytes % 4 == 0 and self.data.size % 4 == 0 else None
         if fill is not None:
             self.data[:] = fill
+        self._span_views: dict[int, np.ndarray] = {}  # `_spans` by element size
         self._index_seen: dict[tuple, tuple] = {}  # `index` results by (group base, addresses, size)
         self._index_bytes = 0
         self._index_misses = self._index_hits = 0
@@ -282,8 +312,9 @@ class LocalMemory:
         return idx, ok
 
     def index(self, group_base: np.ndarray, addr: np.ndarray, nbytes: int):
-        """(array, indices (n, k), in-range mask): dwords when every address is 4-aligned
-        and the size a multiple of 4 (the common case), bytes otherwise. The indices are
+        """(array, indices, in-range mask): when every address is 4-aligned and the size a
+        multiple of 4 (the common case), `nbytes`-byte elements starting at each dword and
+        one index (n,) per lane; else bytes and indices (n, nbytes). The indices are
         read-only; the mask is the caller's own."""
         addr = addr.astype(np.int64, copy=False)
         if not self.remember_index or addr.size > _INDEX_SEEN_LANES or self._index_seen is None:
@@ -313,10 +344,17 @@ class LocalMemory:
 
     def _index(self, group_base: np.ndarray, addr: np.ndarray, nbytes: int):
         ok = (addr >= 0) & (addr + nbytes <= self.lds_bytes)
-        if self.words is not None and nbytes % 4 == 0 and not (addr & 3).any():
+        if self.words is not None and nbytes % 4 == 0 and nbytes <= self.lds_bytes and not (addr & 3).any():
             safe = addr if ok.all() else np.where(ok, addr, 0)
-            idx = ((group_base + safe) >> 2)[:, None] + np.arange(nbytes // 4, dtype=np.int64)
-            return self.words, idx, ok
+            return self._spans(nbytes), (group_base + safe) >> 2, ok
         safe = np.where(ok, addr, 0)
         idx = (group_base + safe)[:, None] + np.arange(nbytes, dtype=np.int64)
         return self.data, idx, ok
+
+    def _spans(self, nbytes: int) -> np.ndarray:
+        """LDS as overlapping `nbytes`-byte elements, one every dword (`spans`): one index
+        per lane instead of one per dword."""
+        view = self._span_views.get(nbytes)
+        if view is None:
+            view = self._span_views[nbytes] = spans(self.data, nbytes, 4)
+        return view

@@ -123,16 +123,38 @@ class TileLayout(NamedTuple):
     lbytes: np.ndarray  # (n, eb) LDS byte offsets of each element's bytes
     lo: int  # lowest / highest LDS element offset (0 / -1 for an empty tile)
     hi: int
+    # the tile in LDS as runs of `run` bytes contiguous both in LDS and in a global row (a
+    # row, or the bytes between pads), starting at `run_starts` (row-major); run 0: runs of
+    # unequal lengths (copies then go element by element)
+    run: int
+    run_starts: np.ndarray
 
 
 @register_cache
 @functools.lru_cache(maxsize=4096)
 def _layout(tile0, tile1, stride1, eb, pad_interval, pad_amount) -> TileLayout:
     g, lin, _inb = _grid(tile0, tile1, stride1, tile0, tile1, eb, pad_interval, pad_amount, 0)
+    run, starts = _runs(lin, tile0, eb)
     out = TileLayout(g * eb, lin[:, None] + np.arange(eb, dtype=np.int64),
-                     int(lin.min()) if lin.size else 0, int(lin.max()) if lin.size else -1)
-    out.gbytes.flags.writeable = out.lbytes.flags.writeable = False
+                     int(lin.min()) if lin.size else 0, int(lin.max()) if lin.size else -1, run, starts)
+    out.gbytes.flags.writeable = out.lbytes.flags.writeable = out.run_starts.flags.writeable = False
     return out
+
+
+def _runs(lin: np.ndarray, tile0: int, eb: int) -> tuple[int, np.ndarray]:
+    """(run bytes, LDS offsets of the runs): the elements (LDS offsets `lin`, row-major, rows
+    of `tile0`) cut where a row starts or LDS skips a pad; (0, empty) when the runs differ in
+    length or the tile is empty."""
+    if not lin.size:
+        return 0, _EMPTY
+    cut = np.ones(lin.size, dtype=bool)
+    cut[1:] = lin[1:] != lin[:-1] + eb
+    cut[::tile0] = True
+    first = np.flatnonzero(cut)
+    lengths = np.diff(np.append(first, lin.size))
+    if (lengths != lengths[0]).any():
+        return 0, _EMPTY
+    return int(lengths[0]) * eb, lin[first]
 
 
 @register_cache

@@ -14,11 +14,14 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import deque
+from typing import NamedTuple
 
 import numpy as np
 
+from ldssan.passes.ir.caches import register_cache
 from ldssan.passes.ir.errors import LdssanError
 
 from .interfaces import HOOK_METHODS, hook_method
@@ -183,20 +186,8 @@ class WaveCtx:
         self.wave = wave
         self.team = team  # index of the workgroup among those resident at once
         self.n_waves = n_waves
-        self.L = L = WAVE * B
-        self.lane = np.tile(np.arange(WAVE, dtype=np.int64), B)
-        self.lane_base = np.repeat(np.arange(B, dtype=np.int64) * WAVE, WAVE)
-        self.group_base = np.repeat(np.arange(B, dtype=np.int64) * lds.lds_bytes, WAVE)
-        bx, by, bz = block
-        linear = wave * WAVE + self.lane
-        self.mask = linear < bx * by * bz
-        self.mask_full = bool(self.mask.all())
-        self.tid = (linear % bx, (linear // bx) % by, linear // (bx * by))
-        g = np.array(groups, dtype=np.int64).reshape(B, 3)
-        if batched:
-            self.bid = tuple(np.repeat(g[:, d], WAVE) for d in range(3))
-        else:
-            self.bid = tuple(np.int64(g[0, d]) for d in range(3))
+        self.L = WAVE * B
+        self._lane_arrays(groups, block, lds, batched)
         self.bdim = tuple(np.int64(b) for b in block)
         self.gdim = tuple(np.int64(x) for x in grid)
         self.lds = lds
@@ -213,7 +204,17 @@ class WaveCtx:
         self.nops = 0  # wave-ops executed (each on L lanes)
         self.budget = budget
         self.groups_active = np.ones(B, dtype=bool)
-        del L
+
+    def _lane_arrays(self, groups, block, lds, batched: bool) -> None:
+        """The per-lane geometry: lane, lane_base, group_base, mask, tid, bid."""
+        B = len(groups)
+        (self.lane, self.lane_base, self.group_base, self.mask, self.mask_full,
+         self.tid) = _geometry(self.wave, B, tuple(block), lds.lds_bytes)
+        if batched:
+            g = np.array(groups, dtype=np.int64).reshape(B, 3)
+            self.bid = tuple(np.repeat(g[:, d], WAVE) for d in range(3))
+        else:
+            self.bid = tuple(np.int64(x) for x in groups[0])
 
     def tick(self) -> None:
         """One iteration of a divergent or `while` loop: bounded, so a runaway loop is reported."""
@@ -264,6 +265,24 @@ class WaveCtx:
                 q.popleft().complete()
 
 
+@register_cache
+@functools.lru_cache(maxsize=32)  # <= ~1 MB each (a lockstep part's lanes are within plan.LANE_BUDGET)
+def _geometry(wave: int, B: int, block: tuple[int, int, int], lds_bytes: int):
+    """(lane, lane_base, group_base, mask, mask_full, tid) of wave `wave` over B workgroups:
+    the same for every batch of a launch (and every launch of a shape), so built once;
+    read-only, as every context shares them."""
+    lane = np.tile(np.arange(WAVE, dtype=np.int64), B)
+    lane_base = np.repeat(np.arange(B, dtype=np.int64) * WAVE, WAVE)
+    group_base = np.repeat(np.arange(B, dtype=np.int64) * lds_bytes, WAVE)
+    bx, by, bz = block
+    linear = wave * WAVE + lane
+    mask = linear < bx * by * bz
+    tid = (linear % bx, (linear // bx) % by, linear // (bx * by))
+    for a in (lane, lane_base, group_base, mask) + tid:
+        a.flags.writeable = False
+    return lane, lane_base, group_base, mask, bool(mask.all()), tid
+
+
 class LockstepCtx(WaveCtx):
     """The waves of B workgroups as one lane array (policy `lockstep`): lane
     (g*W + w)*32 + l is lane l of wave w of batched workgroup g, so every 32-lane block is
@@ -290,9 +309,10 @@ class LockstepCtx(WaveCtx):
         self.wave = np.repeat(w, WAVE)
         self.lane_base = np.repeat(block_id * WAVE, WAVE)
         self.group_base = np.repeat(g * lds.lds_bytes, WAVE)
-        # lanes of each part, in the part's own order (g*32 + l): a slice (a view) for one workgroup
-        self.index = [slice(k * WAVE, (k + 1) * WAVE) if B == 1 else
-                      ((np.arange(B)[:, None] * W + k) * WAVE + np.arange(WAVE)).reshape(-1) for k in range(W)]
+        # lanes of each part, in the part's own order (g*32 + l): a slice (a view) for one
+        # workgroup, else the part's column of the (B, W, 32) lane grid (`lanes_of`)
+        self.index = [slice(k * WAVE, (k + 1) * WAVE) if B == 1 else slice(0, B * WAVE) if W == 1 else
+                      PartLanes(B, W, k) for k in range(W)]
         self.mask = self._gather(p.mask for p in parts)
         self.mask_full = bool(self.mask.all())
         self.tid = tuple(self._gather(p.tid[d] for p in parts) for d in range(3))
@@ -300,6 +320,11 @@ class LockstepCtx(WaveCtx):
             gids = np.array(groups, dtype=np.int64).reshape(B, 3)
             self.bid = tuple(np.repeat(gids[:, d], W * WAVE) for d in range(3))
         self.groups_active = np.ones(B * W, dtype=bool)
+
+    def _lane_arrays(self, groups, block, lds, batched: bool) -> None:
+        # the rest (lane_base, group_base, mask, tid, bid of a batch) is built from the parts
+        self.lane = np.tile(np.arange(WAVE, dtype=np.int64), len(groups))
+        self.bid = tuple(np.int64(x) for x in groups[0])
 
     def _gather(self, per_part) -> np.ndarray:
         """One per-lane array from the parts' per-lane arrays."""
@@ -309,7 +334,10 @@ class LockstepCtx(WaveCtx):
             a = np.broadcast_to(np.asarray(a), (per,))
             if out is None:
                 out = np.empty(self.L, dtype=a.dtype)
-            out[idx] = a
+            if type(idx) is slice:
+                out[idx] = a
+            else:
+                out.reshape(idx.B, idx.W, WAVE)[:, idx.k] = a.reshape(idx.B, WAVE)
         return out
 
     def split(self, mask, values):
@@ -321,7 +349,7 @@ class LockstepCtx(WaveCtx):
         mask = np.broadcast_to(mask, (self.L,))
         lanes = self.per_lane(values)
         for part, idx in zip(self.parts, self.index):
-            m = mask[idx]
+            m = lanes_of(mask, idx)
             if m.any():
                 yield part, _cut(values, lanes, idx), m
 
@@ -377,7 +405,7 @@ class LockstepHooks:
             return self._ds_each(site, ptr, nbytes, kind, mask)
         if lanes:
             for (fn, m), idx in zip(self._ds_fns, ctx.index):
-                fn(site, ptr[idx], nbytes, kind, m)
+                fn(site, lanes_of(ptr, idx), nbytes, kind, m)
         else:
             for fn, m in self._ds_fns:
                 fn(site, ptr, nbytes, kind, m)
@@ -418,5 +446,24 @@ def _cut(values, lanes: list[int], idx) -> list:
     """`values` with the per-lane ones (positions `lanes`) cut to the lanes `idx`."""
     out = list(values)
     for i in lanes:
-        out[i] = out[i][idx]
+        out[i] = lanes_of(out[i], idx)
     return out
+
+
+class PartLanes(NamedTuple):
+    """The lanes of part k of a lockstep context of B workgroups of W waves: lane
+    (g*W + k)*32 + l for every g, l."""
+
+    B: int
+    W: int
+    k: int
+
+
+def lanes_of(values: np.ndarray, idx) -> np.ndarray:
+    """The part `idx` (a slice or `PartLanes`) of per-lane `values` (first axis L): a strided
+    copy of one column of the (B, W, 32) lane grid, far cheaper than a fancy index when a
+    lane holds a vector."""
+    if type(idx) is slice:
+        return values[idx]
+    rest = values.shape[1:]
+    return values.reshape((idx.B, idx.W, WAVE) + rest)[:, idx.k].reshape((idx.B * WAVE,) + rest)

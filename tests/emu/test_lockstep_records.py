@@ -144,7 +144,7 @@ def _indices(lds, rounds: int, patterns: int) -> list:
     for i in range(rounds):
         addr = np.arange(4, dtype=np.int64) * 4 + 16 * (i % patterns)
         arr, idx, ok = lds.index(base, addr, 4)
-        assert idx.tolist() == ((addr >> 2)[:, None]).tolist() and ok.all()
+        assert idx.tolist() == (addr >> 2).tolist() and ok.all()  # one dword-start index per lane
         out.append(idx)
     return out
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..memory import EmuMemoryError
+from ..memory import EmuMemoryError, spans
 from ..multicast import peers
 from ..tdm import Tdm2D, TdmBatch, decode_batch
 from ..wave import Copy, workgroups_reached
@@ -76,7 +76,31 @@ class TdmCopy(Copy):
             return gaddr.reshape(-1), eb, lidx.reshape(-1, eb), None
         return gaddr[inb], eb, lidx[inb], lidx[~inb]
 
+    def _load_runs(self, live: np.ndarray) -> bool:
+        """`_load_all` of whole in-bounds tiles whose LDS form is runs of equal length: every
+        row of every tile in one gather, every run in one scatter. False (nothing written)
+        when it does not apply; `_load_all` then moves the same bytes element by element."""
+        b, lds = self.descs, self.ctx.lds
+        d = b.row(int(live[0]))
+        t = d.tile_layout()
+        if not t.run or b.in_bounds(live) is not None:
+            return False
+        la = b.lds_addr[live]
+        if int(la.min()) + t.lo < 0 or int(la.max()) + t.hi + d.elem_bytes > lds.lds_bytes:
+            return False
+        row_bytes = d.tile_dim0 * d.elem_bytes
+        starts = b.global_addr[live][:, None] + np.arange(d.tile_dim1, dtype=np.int64) * (d.stride1 * d.elem_bytes)
+        try:
+            data = self.ctx.gmem.read(starts.reshape(-1), _U8, row_bytes)
+        except EmuMemoryError:  # e.g. tiles in different tensors: element by element
+            return False
+        dst = ((live * lds.lds_bytes + la)[:, None] + t.run_starts).reshape(-1)
+        spans(lds.data, t.run)[dst] = data.reshape(-1).view(np.dtype((np.void, t.run)))
+        return True
+
     def _load_all(self, live: np.ndarray) -> bool:
+        if self._load_runs(live):
+            return True
         tiles = self._tiles(live)
         if tiles is None:
             return False

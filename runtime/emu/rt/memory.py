@@ -26,6 +26,8 @@ def lds_load(ctx, addr, dtype, count, mask):
     arr, idx, ok = ctx.lds.index(ctx.group_base, addr, nb)
     ok &= mask
     raw = arr[idx]
+    if raw.ndim == 1:  # one element of nb bytes per lane
+        raw = raw.view(np.uint8).reshape(L, nb)
     if not ok.all():
         out_of_range(ctx, addr, nb, mask)
         raw[~ok] = 0
@@ -51,12 +53,13 @@ def lds_store(ctx, addr, data, mask, *, queued: bool = True):
     addr = np.broadcast_to(np.asarray(addr, dtype=np.int64), (L,))
     raw = np.ascontiguousarray(np.broadcast_to(data, (L,) + np.shape(data)[1:] if np.ndim(data) else (L,)))
     raw = raw.view(np.uint8).reshape(L, -1)
-    arr, idx, ok = ctx.lds.index(ctx.group_base, addr, raw.shape[1])
-    if arr is not ctx.lds.data:
-        raw = raw.view(np.uint32)
+    nb = raw.shape[1]
+    arr, idx, ok = ctx.lds.index(ctx.group_base, addr, nb)
+    if arr is not ctx.lds.data:  # one element of all the lane's bytes per lane
+        raw = raw.view(arr.dtype).reshape(L)
     ok &= mask
     if not ok.all():
-        out_of_range(ctx, addr, raw.shape[1] * raw.itemsize, mask)
+        out_of_range(ctx, addr, nb, mask)
         idx, raw = idx[ok], raw[ok]
     if queued and ctx.ds_queue is not None:
         ctx.ds_queue.append((arr, idx, raw))  # lands at the wave's next dscnt wait / fence / barrier

@@ -149,12 +149,13 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
      "`FLYDSL_LDSSAN_TIME_LIMIT` / `--ldssan-time-limit` / `time_limit=` (CPU seconds per launch) and "
      "`FLYDSL_LDSSAN_STEP_BUDGET` / `--ldssan-step-budget` / `step_budget=` (loop iterations per run) set "
      "them (command line > environment > default); the default `auto` scales with the launch's threads × "
-     "workgroups (10 s and 50,000,000 iterations per 1024 threads; time at most an hour); a bad value is "
+     "workgroups (10 s and 50,000,000 iterations per 1024 threads; time also 10 s per 4 MiB of global memory the launch can reach, whichever is more; at most an hour); a bad value is "
      "a usage error (pytest exit 4) or a `ValueError` before any launch",
      ("tests/emu/test_faults_limits.py::test_the_options_set_the_limits",
       "tests/emu/test_faults_limits.py::test_pytest_options_set_the_limits_over_the_environment",
       "tests/emu/test_faults_limits.py::test_a_set_time_limit_stops_a_runaway_loop_at_it",
-      "tests/emu/test_faults_limits.py::test_the_auto_limits_scale_with_the_threads_of_the_launch",
+      "tests/emu/test_faults_limits.py::test_the_auto_limits_scale_with_the_threads_or_the_memory_of_the_launch",
+      "tests/emu/test_faults_limits.py::test_a_launch_gets_the_time_of_the_memory_it_can_reach",
       "tests/emu/test_faults_limits.py::test_a_correct_launch_larger_than_the_base_is_not_cut_off_by_the_default",
       "tests/emu/test_faults_limits.py::test_a_bad_limit_is_refused_before_any_launch",
       "tests/emu/test_faults_limits.py::test_a_bad_limit_option_is_a_usage_error")),

@@ -140,7 +140,6 @@ class _Entry:
     records: list  # the call's LaunchRecords
     checker: object  # the sanitizer's snapshot (`memo_snapshot()`), or None
     nbytes: int
-    reads: tuple = ()  # the region indices of its key
 
 
 @dataclass(eq=False)  # a store: equal only to itself
@@ -232,7 +231,6 @@ def run_host(memo: Memo | None, launcher, entry: str, values: list, raws: list[b
         launcher.run_host(entry, values)
         _mark(launcher, memo._refuse(reason))
         return
-    t0 = time.perf_counter()
     t0_ns = time.perf_counter_ns()
     gmem = launcher.gmem
     regions = list(gmem.regions)
@@ -247,7 +245,7 @@ def run_host(memo: Memo | None, launcher, entry: str, values: list, raws: list[b
 
     hit = memo._get(call, digest, lambda entry: _holds(entry, regions))
     if hit is not None:
-        _replay(hit, launcher, regions, time.perf_counter() - t0, t0_ns)
+        _replay(hit, launcher, regions, (time.perf_counter_ns() - t0_ns) / 1e9, t0_ns)
         return
     before = [digest(i) for i in range(len(regions))]  # which of these count is known after the run
     gmem.track()
@@ -277,7 +275,7 @@ def run_host(memo: Memo | None, launcher, entry: str, values: list, raws: list[b
         post = [(i, None, p, _digest(regions[i].view if m is None else regions[i].view[m])) for i, p, m in masks]
     _mark(launcher, RECORDED)
     memo._put((call, reads, tuple(before[i] for i in reads)),
-              _Entry(post, [replace(r, stats=dict(r.stats)) for r in launcher.records], checker, nbytes, reads))
+              _Entry(post, [replace(r, stats=dict(r.stats)) for r in launcher.records], checker, nbytes))
 
 
 def _changed(regions, before, read_bases, written):

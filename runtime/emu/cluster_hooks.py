@@ -73,10 +73,11 @@ class ClusterHooks(ShadowHooks):
             targets = peers(self.ctx, descs.mcast_mask)
         except NotImplementedError:
             return  # the TDM op itself, right after this hook, refuses the mask naming its line
-        # the tile a multicast names (merged requests, shadow/peers.py): global address, mask
-        # and the early-timeout bit (group 1 word 0 bit 21: rendezvous or re-broadcast)
-        tile = (_first(descs.global_addr), _first(descs.mcast_mask), (_first(g1) & 0xFFFFFFFF) >> 21 & 1) if targets else None
-        self.checker.tensor_op(self.me, self.wave, site, {p: offsets for p in targets}, own=offsets, tile=tile)
+        # a multicast load's identity (merged requests, shadow/peers.py): its descriptor, and
+        # its early-timeout bit (group 1 word 0 bit 21: rendezvous or re-broadcast)
+        tile = descs.row(0) if targets else None
+        early = bool(int(np.asarray(g1).reshape(-1)[0]) >> 21 & 1)
+        self.checker.tensor_op(self.me, self.wave, site, {p: offsets for p in targets}, own=offsets, tile=tile, early=early)
         for p in targets:  # the peer's own engine: these bytes are written (no LDS030 on them)
             self.link.waves[p][0].san.engine.peer_written(offsets)
 
@@ -92,7 +93,3 @@ class ClusterHooks(ShadowHooks):
         else:
             self.checker.wait(self.me, self.wave, int(bid))
 
-
-def _first(column) -> int:
-    """A descriptor field (or a group's word 0) of the (one) workgroup of a cluster team."""
-    return int(np.asarray(column).reshape(-1)[0])

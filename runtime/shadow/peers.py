@@ -79,7 +79,7 @@ class _Event:
     bytes: np.ndarray | None = None  # LDS byte offsets (an access: lane-major)
     lanes: np.ndarray | None = None  # lane of each byte (an access); None: wave-level op
     write: bool = False  # an access that writes LDS
-    key: tuple | None = None  # a multicast load: (global address, mask, early timeout, LDS bytes, occurrence)
+    key: tuple | None = None  # a multicast load: (its descriptor, early-timeout bit, occurrence)
 
 
 @dataclass
@@ -115,11 +115,11 @@ class ClusterChecker:
 
     # -- events, in each wave's program order ----------------------------------------------
     def tensor_op(self, g: int, w: int, site: int, targets: dict[int, np.ndarray], *,
-                  own: np.ndarray | None = None, tile: tuple | None = None) -> None:
+                  own: np.ndarray | None = None, tile=None, early: bool = False) -> None:
         """A TDM op of wave w of workgroup g (it counts on TENSORcnt); `targets`: the peers
         its multicast writes, with the LDS bytes of the tile; `own`: the bytes a load writes
-        in g's own LDS; `tile`: (global address, workgroup mask, early-timeout bit) of a
-        multicast load."""
+        in g's own LDS; `tile`: what identifies a multicast load (hashable: its descriptor,
+        which fixes global address, mask and LDS bytes), `early`: its early-timeout bit."""
         grp = self.groups[g]
         s = grp.wave(w)
         s.tseq += 1
@@ -127,10 +127,9 @@ class ClusterChecker:
         if own is not None:
             offsets = np.asarray(own, np.int64)
             if tile is not None:
-                tile = (*tile, offsets.tobytes())
                 n = grp.issued.get((w, tile), 0)
                 grp.issued[(w, tile)] = n + 1
-                key = (*tile, n)
+                key = (tile, bool(early), n)
             grp.own.append(self._event(g, w, site, seq=s.tseq, bytes=offsets, key=key))
         for peer, offsets in targets.items():
             ev = self._event(g, w, site, seq=s.tseq, bytes=np.asarray(offsets, np.int64), key=key)
@@ -255,7 +254,7 @@ class ClusterChecker:
         if d.key is None:
             return False
         own = self.groups[j].own
-        rendezvous = not d.key[2]
+        rendezvous = not d.key[1]
         for m in own:
             if m.key != d.key:
                 continue

@@ -166,9 +166,9 @@ EARLY, RENDEZVOUS = 1, 0  # the descriptor's early-timeout bit
 def _both_issue(c, *, tile=GLOBAL, own_wave: int = 1, own_wait: bool = True, early: int = EARLY) -> None:
     """Workgroup 0 (wave 0) and workgroup 1 (wave `own_wave`) multicast the same tile (or
     workgroup 1 another one, `tile`) into both LDS; the peer's copy is waited by its issuer."""
-    c.tensor_op(0, 0, COPY, {1: TILE}, own=TILE, tile=(GLOBAL, MASK, early))
+    c.tensor_op(0, 0, COPY, {1: TILE}, own=TILE, tile=(GLOBAL, MASK), early=early)
     c.tensor_wait(0, 0, 0)
-    c.tensor_op(1, own_wave, COPY, {0: TILE}, own=TILE, tile=(tile, MASK, early))
+    c.tensor_op(1, own_wave, COPY, {0: TILE}, own=TILE, tile=(tile, MASK), early=early)
     if own_wait:
         c.tensor_wait(1, own_wave, 0)
 
@@ -193,7 +193,7 @@ def test_early_timeout_merge_needs_the_own_wait_the_same_tile_a_read_and_no_newe
     c = _checker()
     _both_issue(c, own_wait=case != "own_not_waited", tile=GLOBAL + 64 if case == "another_tile" else GLOBAL)
     if case == "newer_own_tile":  # workgroup 1 refills the bytes with its next tile, then reads that
-        c.tensor_op(1, 1, COPY, {}, own=TILE, tile=(GLOBAL + 64, MASK, EARLY))
+        c.tensor_op(1, 1, COPY, {}, own=TILE, tile=(GLOBAL + 64, MASK), early=EARLY)
         c.tensor_wait(1, 1, 0)
     _workgroup_barrier(c, 1)
     _read(c, wave=0, write=case == "write_after_it")
@@ -205,10 +205,10 @@ def test_merged_request_access_before_the_own_request_is_ordered_before_the_peer
     # the peer's copy reaches this LDS no earlier than its own request: a read (or write) of
     # the old contents before issuing it, through a workgroup barrier, is ordered
     c = _checker()
-    c.tensor_op(0, 0, COPY, {1: TILE}, own=TILE, tile=(GLOBAL, MASK, EARLY))
+    c.tensor_op(0, 0, COPY, {1: TILE}, own=TILE, tile=(GLOBAL, MASK), early=EARLY)
     _read(c, wave=0, write=True)
     _workgroup_barrier(c, 1)
-    c.tensor_op(1, 1, COPY, {0: TILE}, own=TILE, tile=(GLOBAL, MASK, EARLY))
+    c.tensor_op(1, 1, COPY, {0: TILE}, own=TILE, tile=(GLOBAL, MASK), early=EARLY)
     assert _records(c) == []
 
 
@@ -218,7 +218,7 @@ def test_a_rendezvous_is_the_own_request_so_later_writes_and_tiles_are_the_own_e
     c = _checker()
     _both_issue(c, early=RENDEZVOUS)
     if case == "newer_own_tile":
-        c.tensor_op(1, 1, COPY, {}, own=TILE, tile=(GLOBAL + 64, MASK, RENDEZVOUS))
+        c.tensor_op(1, 1, COPY, {}, own=TILE, tile=(GLOBAL + 64, MASK), early=RENDEZVOUS)
         c.tensor_wait(1, 1, 0)
     _workgroup_barrier(c, 1)
     _read(c, wave=0, write=case == "write_after_it")

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import functools
 import gc
+import threading
 import weakref
 from dataclasses import dataclass, field
 
@@ -85,12 +87,21 @@ class GlobalMemory:
         self.tracking = False
         self.read_bases: set[int] = set()
         self.written: dict[int, np.ndarray] = {}
+        self._masks: dict[int, Region] = {}  # the same masks as regions (their span views)
 
     def track(self) -> None:
         """Record from now on which regions are read and which bytes are written."""
         self.tracking = True
         self.read_bases = set()
         self.written = {}
+        self._masks = {}
+
+    def release_masks(self) -> None:
+        """The caller is done with `written`: its masks go back to the pool (`MASKS`)."""
+        for bits in self.written.values():
+            MASKS.give(bits)
+        self.written = {}
+        self._masks = {}
 
     def add(self, base: int, size: int, name: str = "") -> None:
         if size <= 0 or base == 0:
@@ -188,21 +199,53 @@ class GlobalMemory:
             self._mark_written(r, off, raw.shape[1])
 
     def _mark_written(self, r: Region, off: np.ndarray, nbytes: int) -> None:
-        """Set the written-byte mask of `r` at `nbytes` bytes from each offset: in 8-, 4- or
-        2-byte words of 0x01 bytes when every access is aligned to them (fewer indices)."""
-        mask = self.written.get(r.base)
+        """Set the written-byte mask of `r` at `nbytes` bytes from each offset. The mask is a
+        `Region` at the same base, so it is scattered through the same span view as the store
+        (one index per lane, not one per byte)."""
+        mask = self._masks.get(r.base)
         if mask is None:
-            mask = self.written[r.base] = np.zeros(r.size, dtype=bool)
-        for unit, ones in _MASK_WORDS:
-            if nbytes % unit == 0 and r.size % unit == 0 and not (off % unit).any():
-                words = mask.view(ones.dtype)
-                words[(off // unit)[:, None] + np.arange(nbytes // unit, dtype=np.int64)] = ones
-                return
-        mask[off[:, None] + np.arange(nbytes, dtype=np.int64)] = True
+            bits = self.written[r.base] = MASKS.take(r.size)
+            mask = self._masks[r.base] = Region(r.base, r.size, bits.view(np.uint8), r.name)
+        arr, idx = _lane_spans(mask, off, nbytes)
+        arr[idx] = _ones(nbytes)
 
 
-# (bytes per word, a word of 0x01 bytes, which a bool view reads as True in each byte)
-_MASK_WORDS = ((8, np.uint64(0x0101010101010101)), (4, np.uint32(0x01010101)), (2, np.uint16(0x0101)))
+class MaskPool:
+    """Written-byte masks of released tracked calls, reused by the next ones: a mask is as
+    big as its region (a 4096x8192 bf16 output: 64 MiB), and memory a process touches for the
+    first time costs page faults -- about 0.25 s for 64 MiB on the CI VMs, against ~5 ms to
+    clear a used mask. At most `limit` bytes are kept, the oldest dropped first."""
+
+    def __init__(self, limit: int = 256 << 20):
+        self.limit = limit
+        self._free: list[np.ndarray] = []
+        self._lock = threading.Lock()
+
+    def take(self, size: int) -> np.ndarray:
+        """A cleared bool mask of `size` bytes."""
+        with self._lock:
+            for i in range(len(self._free) - 1, -1, -1):  # the latest first: likeliest still cached
+                bits = self._free[i]
+                if bits.size == size:
+                    del self._free[i]
+                    bits.fill(False)
+                    return bits
+        return np.zeros(size, dtype=bool)
+
+    def give(self, bits: np.ndarray) -> None:
+        with self._lock:
+            self._free.append(bits)
+            while sum(b.size for b in self._free) > self.limit:
+                self._free.pop(0)
+
+
+MASKS = MaskPool()
+
+
+@functools.lru_cache(maxsize=None)
+def _ones(nbytes: int) -> np.void:
+    """`nbytes` bytes of 0x01 as one element: True in every byte of a bool view."""
+    return np.void(b"\x01" * nbytes)
 
 
 def _lane_spans(r: Region, off: np.ndarray, nb: int) -> tuple[np.ndarray, np.ndarray]:

@@ -46,10 +46,35 @@ def test_lane_gathers_and_scatters_equal_the_per_byte_ones(access, seed):
     np.testing.assert_array_equal(got, want[start + off[:, None] + np.arange(nb)])
 
     data = rng.integers(0, 256, (len(off), nb), dtype=np.uint8)
+    g.track()
     g.write(addr, data)
+    written = np.zeros(_SIZE - start - 7, dtype=bool)
     for lane in range(len(off)):  # sequential: overlapping and repeated lanes, last one wins
         want[start + off[lane]: start + off[lane] + nb] = data[lane]
+        written[off[lane]: off[lane] + nb] = True
     np.testing.assert_array_equal(buf, want)
+    np.testing.assert_array_equal(g.written[base], written)  # the memo's written-byte mask
+    g.release_masks()
+
+
+def test_a_reused_written_mask_starts_cleared():
+    """Masks go back to a pool after a tracked call; the next call's mask holds only its
+    own stores, not the previous call's."""
+    buf = np.zeros(_SIZE, dtype=np.uint8)
+    g, base = _region(buf, 0)
+    g.track()
+    g.write(base + np.arange(0, 64, 4, dtype=np.int64), np.ones((16, 4), np.uint8))
+    first = g.written[base]
+    g.release_masks()
+    assert g.written == {}
+    g.track()
+    g.write(base + np.array([100], dtype=np.int64), np.ones((1, 2), np.uint8))
+    again = g.written[base]
+    assert again is first  # reused: the memory is already the process's
+    want = np.zeros(_SIZE - 7, dtype=bool)
+    want[100:102] = True
+    np.testing.assert_array_equal(again, want)
+    g.release_masks()
 
 
 def test_typed_reads_view_the_lane_bytes_as_elements():

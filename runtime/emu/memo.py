@@ -62,7 +62,10 @@ Plain emulation outside a sanitizer is never memoized: output checks and the emu
 benchmarks time and compare executions.
 
 Bounded memory: a `Memo` keeps at most `budget` bytes of post-states and records, least
-recently used first out. A call whose post-state does not fit is kept as the digests
+recently used first out. A call leaving more than `COPY_AFTER` bytes is first kept as digests
+too, and as bytes only once it comes again into memory that does not hold them (copying a
+big post-state into fresh memory costs more than a benchmark loop ever gains from it). A
+call whose post-state does not fit is kept as the digests
 of its post-state (and the write masks): it is replayed only where memory already holds
 exactly that post-state -- a benchmark loop reusing its output, whose previous identical
 launch wrote it -- and then nothing is written back; elsewhere it runs again. FLYDSL_LDSSAN_MEMO / `sanitize(memo=)` / `enable(memo=)` set the
@@ -82,6 +85,10 @@ import xxhash
 from . import taint as _taint
 
 DEFAULT_BUDGET = 256 << 20  # bytes of post-states kept per sanitized run by default
+# A call leaving more bytes than this is first kept as digests; its bytes are kept only when
+# it comes again into memory that does not hold them (a benchmark loop never does): copying
+# 64 MiB into memory the process has not touched yet costs ~0.3 s of page faults on the CI VMs
+COPY_AFTER = 8 << 20
 
 REPLAYED = "replayed"
 RECORDED = "recorded"
@@ -159,6 +166,8 @@ class Memo:
     # call -> the read sets of its entries (how many entries have each), tried in turn
     _read_sets: dict = field(default_factory=dict, repr=False)
     _bytes: int = 0
+    # keys whose digest-only entry was looked up into memory not holding it: kept as bytes next
+    _missed: set = field(default_factory=set, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -182,7 +191,10 @@ class Memo:
             key = (call, reads, tuple(digest(i) for i in reads))
             with self._lock:
                 hit = self._entries.get(key)
-            if hit is not None and usable(hit):
+            if hit is not None and not usable(hit):
+                with self._lock:
+                    self._missed.add(key)
+            elif hit is not None:
                 with self._lock:
                     if key in self._entries:  # not evicted meanwhile by another thread
                         self._entries.move_to_end(key)
@@ -193,6 +205,7 @@ class Memo:
     def _put(self, key: tuple, entry: _Entry) -> None:
         """Keep `entry` (at most the budget), evicting the least recently used."""
         with self._lock:
+            self._missed.discard(key)
             old = self._entries.pop(key, None)
             if old is not None:
                 self._forget(key[0], key[1], old)
@@ -276,7 +289,8 @@ def _record(memo: Memo, launcher, call: tuple, regions, before: list) -> None:
     rest = getattr(checker, "nbytes", 0) + 512 * (1 + len(launcher.records))  # + the records' and the key's own, roughly
     masks = [(i, None if m is None else np.packbits(m), m) for i, m in changed]
     nbytes = rest + sum((regions[i].size if m is None else int(m.sum()) + p.nbytes) for i, p, m in masks)
-    if nbytes <= memo.budget:
+    key = (call, reads, tuple(before[i] for i in reads))
+    if nbytes <= memo.budget and (nbytes - rest <= COPY_AFTER or key in memo._missed):
         post = [(i, regions[i].view.copy() if m is None else regions[i].view[m], p, None) for i, p, m in masks]
     else:  # digests of the post-state: replayed where memory already holds it (a benchmark loop)
         nbytes = rest + sum(64 + (0 if p is None else p.nbytes) for i, p, m in masks)
@@ -285,8 +299,7 @@ def _record(memo: Memo, launcher, call: tuple, regions, before: list) -> None:
             return
         post = [(i, None, p, _digest(regions[i].view if m is None else regions[i].view[m])) for i, p, m in masks]
     _mark(launcher, RECORDED)
-    memo._put((call, reads, tuple(before[i] for i in reads)),
-              _Entry(post, [replace(r, stats=dict(r.stats)) for r in launcher.records], checker, nbytes))
+    memo._put(key, _Entry(post, [replace(r, stats=dict(r.stats)) for r in launcher.records], checker, nbytes))
 
 
 def _changed(regions, before, read_bases, written):

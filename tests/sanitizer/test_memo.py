@@ -327,6 +327,26 @@ def test_a_post_state_over_the_budget_is_kept_as_digests_and_replayed_where_memo
     torch.testing.assert_close(out, _want(x))
 
 
+def test_a_large_post_state_is_kept_as_bytes_only_once_memory_did_not_hold_it(executed, monkeypatch):
+    # over COPY_AFTER, the first recording keeps digests (a benchmark loop replays from them);
+    # a call into memory not holding its post-state runs again and is then kept as bytes
+    monkeypatch.setattr(memo, "COPY_AFTER", 1)
+    x, out = _inputs()
+    with ldssan.sanitize(memo=memo.DEFAULT_BUDGET) as col:
+        store = ldssan.runtime.emu.frontend.current().memo
+        scale(x, out)
+        digests_only = store.nbytes
+        scale(x, out)  # Out holds the post-state: replayed from the digests
+        out.fill_(-5)
+        scale(x, out)  # it does not: run again, and now its bytes are kept
+        assert store.nbytes > digests_only
+        out.fill_(-7)
+        scale(x, out)  # replayed: the kept bytes written back
+    assert executed[0] == 2
+    assert [r.memo for r in col.results] == ["recorded", "replayed", "recorded", "replayed"]
+    torch.testing.assert_close(out, _want(x))
+
+
 def test_the_memo_option_turns_it_off_and_is_validated(executed, monkeypatch):
     x, out = _inputs()
     monkeypatch.delenv("FLYDSL_LDSSAN_MEMO", raising=False)

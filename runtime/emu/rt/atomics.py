@@ -41,12 +41,58 @@ def atomic_rmw(ctx, space, kind, addr, val, mask):
     if lanes.size == 0:
         return old
     mem, idx, ok = _atomic_views(ctx, space, np.where(mask, addr, addr[lanes[0]]), dt.itemsize, mask)
-    fn = _RMW_FN[kind]
-    for lane in lanes[ok[lanes]]:
+    apply_rmw(mem, idx, lanes[ok[lanes]], _RMW_FN[kind], np.broadcast_to(val, (ctx.L,)), old)
+    return old
+
+
+def apply_rmw(mem, idx, lanes, fn, val, old) -> None:
+    """`lanes` (ascending) apply `fn` to their words of `mem` (byte indices `idx`, (L, n))
+    as if one after another in lane order, `old` getting each lane's prior value. Done in
+    rounds: round k takes the k-th lane of every word, so lanes of one word keep lane order
+    and each round's words are distinct (one vector operation). Words that overlap without
+    being equal are done lane by lane."""
+    rounds = _rounds(idx, lanes)
+    if rounds is None:
+        _apply_serial(mem, idx, lanes, fn, val, old)
+        return
+    dt = old.dtype
+    for rnd in rounds:
+        words = idx[rnd]
+        cur = mem[words].view(dt).reshape(len(rnd))
+        old[rnd] = cur
+        mem[words] = np.asarray(fn(cur, val[rnd]), dtype=dt).reshape(len(rnd), 1).view(np.uint8)
+
+
+def _rounds(idx, lanes) -> list | None:
+    """`lanes` split so that each part's words are distinct, a word's lanes in lane order
+    across the parts; None when two words overlap without being equal (or a word's bytes
+    are not consecutive)."""
+    if lanes.size == 0:
+        return []
+    nb = idx.shape[1]
+    start = idx[lanes, 0]
+    if nb > 1 and not (idx[lanes] == start[:, None] + np.arange(nb)).all():
+        return None
+    order = np.argsort(start, kind="stable")  # stable: a word's lanes stay in lane order
+    s = start[order]
+    first = np.ones(len(s), dtype=bool)
+    first[1:] = s[1:] != s[:-1]
+    if (np.diff(s[first]) < nb).any():
+        return None
+    if first.all():
+        return [lanes]
+    heads = np.flatnonzero(first)
+    rank = np.arange(len(s)) - np.repeat(heads, np.diff(np.append(heads, len(s))))
+    by_word = lanes[order]
+    return [by_word[rank == k] for k in range(int(rank.max()) + 1)]
+
+
+def _apply_serial(mem, idx, lanes, fn, val, old) -> None:
+    dt = old.dtype
+    for lane in lanes:
         cur = mem[idx[lane]].view(dt)[0]
         old[lane] = cur
         mem[idx[lane]] = np.asarray(fn(cur, val[lane]), dtype=dt).reshape(1).view(np.uint8)
-    return old
 
 
 def atomic_cmpxchg(ctx, space, addr, cmp, new, mask):

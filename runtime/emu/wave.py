@@ -266,7 +266,7 @@ class WaveCtx:
 
 
 @register_cache
-@functools.lru_cache(maxsize=32)  # <= ~1 MB each (a lockstep part's lanes are within plan.LANE_BUDGET)
+@functools.lru_cache(maxsize=32)  # <= ~2 MB each (a lockstep part's lanes are within plan.LANE_BUDGET)
 def _geometry(wave: int, B: int, block: tuple[int, int, int], lds_bytes: int):
     """(lane, lane_base, group_base, mask, mask_full, tid) of wave `wave` over B workgroups:
     the same for every batch of a launch (and every launch of a shape), so built once;

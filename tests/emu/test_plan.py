@@ -51,9 +51,10 @@ def test_the_geometry_counts_threads_waves_workgroups_and_cluster_size():
 
 
 def test_a_lockstep_kernel_runs_batched_within_the_lane_budget():
-    got, oracle = plan()
+    per = LANE_BUDGET // (32 * 8)  # workgroups of 8 waves within the lane budget
+    got, oracle = plan(geometry(groups=4 * per))
     assert got.strategy is Strategy.LOCKSTEP and got.lockstep and got.lockstep_batched
-    assert got.batch == auto_batch(64, 8, 4096) == LANE_BUDGET // (32 * 8)
+    assert got.batch == auto_batch(4 * per, 8, 4096) == per
     assert got.policy == LOCKSTEP and got.per_run == 1
     assert oracle.asked == [True]  # one question: the batched translation
     assert (got.lockstep_refused, got.lockstep_batch_refused) == (None, None)
@@ -111,12 +112,15 @@ def test_resident_workgroups_refused_across_workgroups_run_as_interleaved_lockst
 
 
 def test_resident_workgroups_share_a_lockstep_batch():
-    # 20 workgroups of 1024 threads: auto batch 16, cut to a multiple of resident=3 (15), so
+    # workgroups of 1024 threads: the auto batch (`per`), cut to a multiple of resident=3, so
     # workgroups that wait on one another run side by side
-    got, _ = plan(geometry(groups=20, threads=1024), resident=3)
-    assert auto_batch(20, 32, 4096) == 16
-    assert got.strategy is Strategy.LOCKSTEP and got.batch == 15 and got.per_run == 1
-    assert [d.value for d in got.decisions if d.what == "batch"] == [16, 15] and "resident=3" in got.why("batch")
+    per = LANE_BUDGET // (32 * 32)
+    assert per % 3, "the budget must leave a cut to make"
+    got, _ = plan(geometry(groups=per + 4, threads=1024), resident=3)
+    assert auto_batch(per + 4, 32, 4096) == per
+    cut = per - per % 3
+    assert got.strategy is Strategy.LOCKSTEP and got.batch == cut and got.per_run == 1
+    assert [d.value for d in got.decisions if d.what == "batch"] == [per, cut] and "resident=3" in got.why("batch")
 
 
 def test_a_lockstep_batch_holding_the_whole_grid_needs_no_resident_workgroups():

@@ -167,11 +167,30 @@ def _operand(frag, dtype, K: int) -> np.ndarray:
 def _matrix(frag: np.ndarray, dtype, K: int) -> np.ndarray:
     """Per-lane fragments (L, bytes) -> (B, 16, K) float64 matrices."""
     raw = np.ascontiguousarray(frag)
-    vals = raw.view(np.uint8).reshape(raw.shape[0], -1).view(dtype)
-    if vals.shape[1] != K // 2:
-        raise ValueError(f"WMMA fragment has {vals.shape[1]} elements per lane, expected {K // 2}")
-    run = 2 if np.dtype(dtype).itemsize == 4 else 8
-    return _to_f64(_lane_runs(vals, run)).reshape(-1, 16, K)
+    vals = raw.view(np.uint8).reshape(raw.shape[0], -1)
+    esz = np.dtype(dtype).itemsize
+    if vals.shape[1] != K // 2 * esz:
+        raise ValueError(f"WMMA fragment has {vals.shape[1] // esz} elements per lane, expected {K // 2}")
+    run = 2 if esz == 4 else 8
+    if (run * esz) % 8:  # (no such form today)
+        return _to_f64(_lane_runs(vals.view(dtype), run)).reshape(-1, 16, K)
+    # A run is whole 64-bit words: permuting words is several times cheaper than bytes.
+    words = np.ascontiguousarray(_lane_runs(vals.view(np.uint64), run * esz // 8))
+    if esz == 1:
+        return pair_table(np.dtype(dtype).type).take(words.view(np.uint16), mode="clip").view(np.float64).reshape(-1, 16, K)
+    return _to_f64(words.view(dtype)).reshape(-1, 16, K)
+
+
+@register_cache
+@functools.lru_cache(maxsize=None)
+def pair_table(dtype) -> np.ndarray:
+    """`code_table` for two codes at once, by their little-endian 16-bit word: complex128
+    items are the two float64 values. Half the gathers of 16 bytes each: about twice as
+    fast as decoding code by code, for a 1 MiB table."""
+    codes = np.arange(1 << 16, dtype=np.uint16).view(np.uint8).reshape(-1, 2)
+    t = np.ascontiguousarray(code_table(dtype)[codes]).view(np.complex128).reshape(-1)
+    t.flags.writeable = False
+    return t
 
 
 def _accumulate(A: np.ndarray, Bm: np.ndarray, c, c_mod: str = "none") -> np.ndarray:
@@ -179,10 +198,17 @@ def _accumulate(A: np.ndarray, Bm: np.ndarray, c, c_mod: str = "none") -> np.nda
     (lane l, value v <-> M = (l // 16) * 8 + v, N = l % 16: a transpose of (2, 16, 8) blocks)."""
     c = np.asarray(c)
     Bn = A.shape[0]
-    C = _to_f64(c.reshape(Bn, 2, 16, 8).transpose(0, 1, 3, 2)).reshape(Bn, 16, 16)
-    D = A @ Bm.transpose(0, 2, 1) + C_MODIFIERS[c_mod](C)
+    Cv = c.reshape(Bn, 2, 16, 8).transpose(0, 1, 3, 2)  # (B, 2, 8, 16): [.., M // 8, M % 8, N]
+    D = A @ Bm.transpose(0, 2, 1)
+    if c.dtype in _NATIVE_C:  # numpy's cast to float64 inside the add is exact: no C copy
+        np.add(D.reshape(Bn, 2, 8, 16), C_MODIFIERS[c_mod](Cv), out=D.reshape(Bn, 2, 8, 16))
+    else:
+        D += C_MODIFIERS[c_mod](_to_f64(Cv).reshape(Bn, 16, 16))
     return D.reshape(Bn, 2, 8, 16).transpose(0, 1, 3, 2).astype(c.dtype, order="C").reshape(Bn * 32, 8)
 
+
+# Accumulator types whose values numpy converts to float64 exactly on the fly.
+_NATIVE_C = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.int32))
 
 # The WMMA C-operand modifiers (ROCDL WMMACModifier), applied to C before the sum.
 C_MODIFIERS = {"none": lambda x: x, "neg": np.negative, "abs": np.abs, "neg_abs": lambda x: -np.abs(x)}

@@ -69,6 +69,8 @@ Reads of one wave that share a clock table can be checked as one group
 
 from __future__ import annotations
 
+from operator import is_
+
 import numpy as np
 
 from ..records import NO_LANE
@@ -101,8 +103,6 @@ class LdsShadow:
         self._per_byte: dict = {}
         self._prune_at = self.PRUNE_AT
         self.read_last = None  # after a read: last_w of its rows (engine: MODEL §6a)
-        W = n_waves
-        self._wtmpl = np.zeros(W, np.intp)  # a race-free write's new write slots
         self._set_granule(k, fresh=True)
 
     # -- granules -------------------------------------------------------------------------------
@@ -141,6 +141,12 @@ class LdsShadow:
         self._rcol = [self.rs[:, w] for w in range(W)]
         self._lcol = [self.lanes[:, j] for j in range(2 * W)]
         self._rlastcol = [self.rlast[:, w] for w in range(W)]
+        # whole rows as one item each: assigning one row of W slots to many rows is about
+        # twice as fast this way as numpy's 2-D fancy assignment (TDM writes: 4096 rows)
+        row = np.dtype((np.void, W * self.wl.dtype.itemsize))
+        self._wrows, self._rrows = self.wl.view(row).reshape(-1), self.rs.view(row).reshape(-1)
+        self._row, self._zero_row = row, np.zeros(1, row)[0]
+        self._wtmpl = np.zeros(W, self.wl.dtype)  # a race-free write's new write slots
         self._lane_rows: dict[int, np.ndarray] = {}
         nl = 32 * self.G
         self._gofs = (np.arange(nl, dtype=np.int64) >> 5) * self.Bk
@@ -176,8 +182,7 @@ class LdsShadow:
         if not memos:
             return None
         hit = memos[0].get(self.fpkey)
-        if hit is not None and len(hit[0]) == len(per_group) and all(
-                a is b for a, b in zip(hit[0], per_group)):
+        if hit is not None and len(hit[0]) == len(per_group) and all(map(is_, hit[0], per_group)):
             return hit[1]
         fp = self._tdm_rows_fast(pay)
         if fp is False:
@@ -392,11 +397,11 @@ class LdsShadow:
             # race-free: every entry happens before this write and is superseded by it
             t = self._wtmpl
             t[wave] = eid
-            self.wl[rows] = t
+            self._wrows[rows] = t.view(self._row)[0]
             t[wave] = 0
             self.multi[rows] = False
             if _cnz(Sr):
-                self.rs[rows] = 0
+                self._rrows[rows] = self._zero_row
         else:
             conf = self._write_conflicts(op, rows, Sw, Sr, uw, ur, nW, nR)
             if hidden:

@@ -266,15 +266,15 @@ def _products(A: tuple, B: tuple, exact: bool) -> np.ndarray:
     """A_w·B_wᵀ (W, 16, 16) of every wave w from deduplicated operands (`_unique_matrices`).
 
     Each distinct (A, B) pair is multiplied once. When the sums are exact (`exact`: the
-    element types' sums round nowhere, in any order, and no operand holds a NaN, whose sign
-    could depend on the order) and the waves' pairs are most of all |A| x |B| pairs, one
+    element types' sums round nowhere, in any order, and every operand is finite: which
+    NaN comes out could depend on the order) and the waves' pairs are most of all |A| x |B| pairs, one
     matrix product of the distinct A rows by the distinct B rows gives them all: one large
     BLAS call instead of a small one per wave. Otherwise each pair is the batched
     16 x K by K x 16 product of the per-wave form, which rounds the same way."""
     Au, ia = A
     Bu, ib = B
     W, nA, nB, K = len(ia), len(Au), len(Bu), Au.shape[2]
-    if exact and nA * nB <= 2 * W and not (np.isnan(Au).any() or np.isnan(Bu).any()):
+    if exact and nA * nB <= 2 * W and np.isfinite(Au).all() and np.isfinite(Bu).all():
         d = _b_chunk(nB, K)
         full = Au[:, None] @ Bu.reshape(nB // d, d * 16, K).transpose(0, 2, 1)[None]
         return full.reshape(nA, nB // d, 16, d, 16)[ia, ib // d, :, ib % d, :]

@@ -329,6 +329,8 @@ class LdsShadow:
         last = self.lastw.take(rows)
         if _cnz(self.multi.take(rows)):
             Sw = self.wl.take(rows, axis=0)
+            if _none_bad(clk, Sw):
+                return last, None
             un = clk.bad.take(Sw)
             if _cnz(un) and clk.L < self.events.n:
                 self._refresh(clk)  # catch up with the newest events
@@ -337,7 +339,8 @@ class LdsShadow:
                 return last, None
             r, c = np.nonzero(un)
             return last, (r, c, Sw[r, c])
-        # at most one live write entry per row: last_w, in its own wave's column
+        # at most one live write entry per row: last_w, in its own wave's column (the
+        # newest writes: `_none_bad` seldom decides these)
         un = clk.bad.take(last)
         if _cnz(un) and clk.L < self.events.n:
             self._refresh(clk)
@@ -376,12 +379,17 @@ class LdsShadow:
 
         Sw = self.wl.take(rows, axis=0)
         Sr = self.rs.take(rows, axis=0)
-        bad = clk.bad
-        uw, ur = bad.take(Sw), bad.take(Sr)
-        if (_cnz(uw) or _cnz(ur)) and clk.L < self.events.n:
-            self._refresh(clk)
+        if _none_bad(clk, Sw, Sr):
+            uw = ur = None
+            nW = nR = 0
+        else:
             bad = clk.bad
             uw, ur = bad.take(Sw), bad.take(Sr)
+            if (_cnz(uw) or _cnz(ur)) and clk.L < self.events.n:
+                self._refresh(clk)
+                bad = clk.bad
+                uw, ur = bad.take(Sw), bad.take(Sr)
+            nW, nR = _cnz(uw), _cnz(ur)
         last = self.lastw.take(rows)
         uninit = None
         if op == OP_ATOMIC:
@@ -389,7 +397,6 @@ class LdsShadow:
         self.prev[rows] = last
         self.lastw[rows] = eid
         conf = None
-        nW, nR = _cnz(uw), _cnz(ur)
         hidden = op == OP_ATOMIC or self.hid is not None  # kernels without atomics: never
         if nW == 0 and nR == 0:
             if hidden:
@@ -448,7 +455,7 @@ class LdsShadow:
         """Record reads eid0, eid0+1, ... of group `g` (`last` from check_reads)."""
         rows = g.rows
         # in program order: a later read's entry wins, as it would one read at a time
-        self._rcol[wave][rows] = g.eids + eid0
+        self._rcol[wave][rows] = g.eids_as(self.rs.dtype) + eid0
         self._lcol[self.W + wave][rows] = g.lanes
         self._rlastcol[wave][rows] = last
         self.read_last = None
@@ -549,6 +556,16 @@ class LdsShadow:
         grp, bytes_, lane = byte_footprint(pay)
         hit = np.flatnonzero((grp == g) & (bytes_ == byte))
         return int(lane[hit[-1]])
+
+
+def _none_bad(c: "Clock", *slots: np.ndarray) -> bool:
+    """No event id in `slots` is bad for lineage `c`, known without gathering `c.bad`: every
+    id is below both the evaluated prefix L and the smallest bad one (`badlist` holds every
+    bad id below L). Slots mostly hold older events than the unordered ones, so two max
+    reductions replace two gathers (and their int32 -> intp conversions)."""
+    bl = c.badlist
+    bound = min(c.L, int(bl.min())) if bl.size else c.L
+    return all(a.size == 0 or int(a.max()) < bound for a in slots)
 
 
 def _tdm_granules(o: np.ndarray, k: int, B: int):

@@ -247,7 +247,7 @@ class Footprint:
 class ReadGroup:
     """A run of read footprints checked and recorded together (LdsShadow.read_group)."""
 
-    __slots__ = ("fps", "rows", "lanes", "eids", "per_byte")
+    __slots__ = ("fps", "rows", "lanes", "eids", "per_byte", "_typed")
 
     def __init__(self, fps: list):
         self.fps = fps  # kept: the memo key holds them by identity
@@ -258,6 +258,14 @@ class ReadGroup:
         self.eids = np.repeat(np.arange(len(fps), dtype=np.intp), [fp.rows.size for fp in fps])
         self.per_byte = [m for m, fp in enumerate(fps)
                          if type(fp.lanes) is int and fp.lanes == LANE_PER_BYTE]
+        self._typed = self.eids
+
+    def eids_as(self, dtype) -> np.ndarray:
+        """`eids` in the slots' dtype (kept: the group is memoized), so storing them scatters
+        without a per-element cast."""
+        if self._typed.dtype != dtype:
+            self._typed = self.eids.astype(dtype)
+        return self._typed
 
 
 # -- per-byte footprints ----------------------------------------------------------------------

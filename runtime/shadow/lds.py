@@ -78,7 +78,7 @@ from .errors import ShadowInternalError
 from .kinds import N_COUNTERS, OP_ATOMIC, OP_READ
 from .tables import (  # noqa: F401  (re-exported)
     _U64, byte_footprint, _EMPTY_I, _GROUP_ROWS_MAX, _INTP_SLOTS_MAX, _READ_GROUPS, LANE_PER_BYTE, MAX_GRANULE_LOG2, Clock,
-    Conflicts, EventTable, Footprint, ReadGroup, _cnz, _read_group_rows,
+    Conflicts, EventTable, Footprint, ReadGroup, _cnz, _read_group_rows, none_bad,
 )
 
 
@@ -329,7 +329,7 @@ class LdsShadow:
         last = self.lastw.take(rows)
         if _cnz(self.multi.take(rows)):
             Sw = self.wl.take(rows, axis=0)
-            if _none_bad(clk, Sw):
+            if none_bad(clk, Sw):
                 return last, None
             un = clk.bad.take(Sw)
             if _cnz(un) and clk.L < self.events.n:
@@ -340,7 +340,7 @@ class LdsShadow:
             r, c = np.nonzero(un)
             return last, (r, c, Sw[r, c])
         # at most one live write entry per row: last_w, in its own wave's column (the
-        # newest writes: `_none_bad` seldom decides these)
+        # newest writes: `none_bad` seldom decides these)
         un = clk.bad.take(last)
         if _cnz(un) and clk.L < self.events.n:
             self._refresh(clk)
@@ -379,7 +379,7 @@ class LdsShadow:
 
         Sw = self.wl.take(rows, axis=0)
         Sr = self.rs.take(rows, axis=0)
-        if _none_bad(clk, Sw, Sr):
+        if none_bad(clk, Sw, Sr):
             uw = ur = None
             nW = nR = 0
         else:
@@ -556,16 +556,6 @@ class LdsShadow:
         grp, bytes_, lane = byte_footprint(pay)
         hit = np.flatnonzero((grp == g) & (bytes_ == byte))
         return int(lane[hit[-1]])
-
-
-def _none_bad(c: "Clock", *slots: np.ndarray) -> bool:
-    """No event id in `slots` is bad for lineage `c`, known without gathering `c.bad`: every
-    id is below both the evaluated prefix L and the smallest bad one (`badlist` holds every
-    bad id below L). Slots mostly hold older events than the unordered ones, so two max
-    reductions replace two gathers (and their int32 -> intp conversions)."""
-    bl = c.badlist
-    bound = min(c.L, int(bl.min())) if bl.size else c.L
-    return all(a.size == 0 or int(a.max()) < bound for a in slots)
 
 
 def _tdm_granules(o: np.ndarray, k: int, B: int):

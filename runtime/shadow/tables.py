@@ -189,6 +189,16 @@ class Clock:
         self.badlist = _EMPTY_I
 
 
+def none_bad(c: Clock, *slots: np.ndarray) -> bool:
+    """No event id in `slots` is bad for lineage `c`, known without gathering `c.bad`: every
+    id is below both the evaluated prefix L and the smallest bad one (`badlist` holds every
+    bad id below L). Slots mostly hold older events than the unordered ones, so two max
+    reductions replace two gathers (and their int32 -> intp conversions)."""
+    bl = c.badlist
+    bound = min(c.L, int(bl.min())) if bl.size else c.L
+    return all(a.size == 0 or int(a.max()) < bound for a in slots)
+
+
 class Conflicts:
     """Unordered (prior event, row) entries found by one access, in row order.
 

@@ -227,7 +227,8 @@ def _matrix(frag: np.ndarray, dtype, K: int) -> np.ndarray:
     # A run is whole 64-bit words: permuting words is several times cheaper than bytes.
     words = np.ascontiguousarray(_lane_runs(vals.view(np.uint64), run * esz // 8))
     if esz == 1:
-        return pair_table(np.dtype(dtype).type).take(words.view(np.uint16), mode="clip").view(np.float64).reshape(-1, 16, K)
+        pairs = pair_table(np.dtype(dtype).type).take(words.view(np.uint16), mode="clip")
+        return pairs.view(np.float64).reshape(-1, 16, K)
     return _to_f64(words.view(dtype)).reshape(-1, 16, K)
 
 
@@ -266,10 +267,10 @@ def _products(A: tuple, B: tuple, exact: bool) -> np.ndarray:
     """A_w·B_wᵀ (W, 16, 16) of every wave w from deduplicated operands (`_unique_matrices`).
 
     Each distinct (A, B) pair is multiplied once. When the sums are exact (`exact`: the
-    element types' sums round nowhere, in any order, and every operand is finite: which
-    NaN comes out could depend on the order) and the waves' pairs are most of all |A| x |B| pairs, one
-    matrix product of the distinct A rows by the distinct B rows gives them all: one large
-    BLAS call instead of a small one per wave. Otherwise each pair is the batched
+    element types' sums round nowhere, in any order; and every operand is finite: which NaN
+    comes out could depend on the order) and the waves' pairs are most of all |A| x |B|
+    pairs, products of the distinct A rows by the distinct B rows give them all in a few
+    large BLAS calls instead of a small one per wave. Otherwise each pair is the batched
     16 x K by K x 16 product of the per-wave form, which rounds the same way."""
     Au, ia = A
     Bu, ib = B

@@ -247,7 +247,7 @@ class TdmBatch:
             if self.B == 1:
                 d = self.row(0)
                 self._fp = [d.tile_bytes() if d.pred else _EMPTY]
-            elif self.same_geometry() and (self.lds_addr == self.lds_addr[0]).all():
+            elif self._one_tile():
                 fp = self.row(0).tile_bytes()
                 self._fp = [fp if p else _EMPTY for p in self.pred.tolist()]
             else:
@@ -258,8 +258,19 @@ class TdmBatch:
     def stored_footprints(self) -> list[np.ndarray]:
         """`Tdm2D.stored_bytes` of each workgroup: what a store reads of LDS."""
         if self._sfp is None:
-            self._sfp = [self.row(g).stored_bytes() for g in range(self.B)]
+            if self.B > 1 and self._one_tile() and bool((self.tensor_dim0 >= self.tile_dim0).all()
+                                                        and (self.tensor_dim1 >= self.tile_dim1).all()):
+                # every tile in bounds: each stores its whole tile (one shared array), as
+                # `stored_bytes` says row by row -- without decoding 64 rows into Python ints
+                fp = self.row(0).tile_bytes()
+                self._sfp = [fp if p else _EMPTY for p in self.pred.tolist()]
+            else:
+                self._sfp = [self.row(g).stored_bytes() for g in range(self.B)]
         return self._sfp
+
+    def _one_tile(self) -> bool:
+        """Every workgroup's tile has the same shape at the same LDS address."""
+        return self.same_geometry() and bool((self.lds_addr == self.lds_addr[0]).all())
 
 
 _BEYOND_2D = "ldssan-emu: TDM descriptors beyond 2-D (non-zero group 2/3) are not emulated"

@@ -94,18 +94,28 @@ def tdm_payload(offsets, G: int) -> tuple:
         rows = list(offsets)
     if len(rows) != G:
         raise ValueError(f"ldssan: tdm footprint has {len(rows)} groups, batch has {G}")
+    first = rows[0] if rows else None
+    if G > 1 and all(o is first for o in rows):  # one descriptor for the batch: one lookup
+        mine, memo = _tdm_seen(first)
+        return ("offsets", [mine] * G, [memo] * G)
     per_group, memos = [], []
     prev_o = hit = None
     for o in rows:
         if o is not prev_o:  # groups sharing one array (one descriptor): one lookup
             prev_o = o
-            flat = np.asarray(o, np.int64).ravel()
-            key = flat.tobytes()
-            hit = _TDM_SEEN.get(key)
-            if hit is None:
-                mine = flat.copy()  # private: the caller may mutate its array later
-                _seen_room(2 * mine.nbytes)
-                hit = _TDM_SEEN[key] = (mine, {})
+            hit = _tdm_seen(o)
         per_group.append(hit[0])
         memos.append(hit[1])
     return ("offsets", per_group, memos)
+
+
+def _tdm_seen(o) -> tuple:
+    """(private copy, memo) of one group's offsets, one per distinct content."""
+    flat = np.asarray(o, np.int64).ravel()
+    key = flat.tobytes()
+    hit = _TDM_SEEN.get(key)
+    if hit is None:
+        mine = flat.copy()  # private: the caller may mutate its array later
+        _seen_room(2 * mine.nbytes)
+        hit = _TDM_SEEN[key] = (mine, {})
+    return hit

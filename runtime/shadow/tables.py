@@ -189,6 +189,16 @@ class Clock:
         self.badlist = _EMPTY_I
 
 
+def none_bad(c: Clock, *slots: np.ndarray) -> bool:
+    """No event id in `slots` is bad for lineage `c`, known without gathering `c.bad`: every
+    id is below both the evaluated prefix L and the smallest bad one (`badlist` holds every
+    bad id below L). Slots mostly hold older events than the unordered ones, so two max
+    reductions replace two gathers (and their int32 -> intp conversions)."""
+    bl = c.badlist
+    bound = min(c.L, int(bl.min())) if bl.size else c.L
+    return all(a.size == 0 or int(a.max()) < bound for a in slots)
+
+
 class Conflicts:
     """Unordered (prior event, row) entries found by one access, in row order.
 
@@ -247,7 +257,7 @@ class Footprint:
 class ReadGroup:
     """A run of read footprints checked and recorded together (LdsShadow.read_group)."""
 
-    __slots__ = ("fps", "rows", "lanes", "eids", "per_byte")
+    __slots__ = ("fps", "rows", "lanes", "eids", "per_byte", "_typed")
 
     def __init__(self, fps: list):
         self.fps = fps  # kept: the memo key holds them by identity
@@ -258,6 +268,14 @@ class ReadGroup:
         self.eids = np.repeat(np.arange(len(fps), dtype=np.intp), [fp.rows.size for fp in fps])
         self.per_byte = [m for m, fp in enumerate(fps)
                          if type(fp.lanes) is int and fp.lanes == LANE_PER_BYTE]
+        self._typed = self.eids
+
+    def eids_as(self, dtype) -> np.ndarray:
+        """`eids` in the slots' dtype (kept: the group is memoized), so storing them scatters
+        without a per-element cast."""
+        if self._typed.dtype != dtype:
+            self._typed = self.eids.astype(dtype)
+        return self._typed
 
 
 # -- per-byte footprints ----------------------------------------------------------------------

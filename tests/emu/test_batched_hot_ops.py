@@ -251,5 +251,5 @@ def test_wmma_reuses_an_operand_only_while_its_bytes_are_unchanged():
     a[0, 0] = np.float16(0.0)
     W.wmma(a, b, c, np.float16, np.float16, 32)
     a[0, 0] = np.float16(-0.0)  # equal as floats, not as bytes
-    np.testing.assert_array_equal(np.signbit(W._operand(a, np.float16, 32)),
-                                  np.signbit(_fancy_matrix(a, np.float16, 32)))
+    mats, _per_wave = W._operand(a, np.float16, 32)  # (distinct matrices, index per wave)
+    np.testing.assert_array_equal(np.signbit(mats), np.signbit(_fancy_matrix(a, np.float16, 32)))

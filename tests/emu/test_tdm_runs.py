@@ -76,3 +76,24 @@ def test_a_partly_out_of_bounds_tile_is_left_to_the_element_path():
     before = ctx.lds.data.copy()
     assert isinstance(copy, TdmCopy) and not copy._load_runs(np.arange(1))
     np.testing.assert_array_equal(ctx.lds.data, before)
+
+
+@settings(max_examples=60, deadline=None)
+@given(B=st.integers(2, 5), shrink=st.lists(st.integers(0, 2), min_size=10, max_size=10),
+       preds=st.lists(st.booleans(), min_size=5, max_size=5), same_lds=st.booleans())
+def test_stored_footprints_equal_each_workgroups_stored_bytes(B, shrink, preds, same_lds):
+    """A batch's store footprints (shared when every tile is whole and at one LDS address)
+    are what each workgroup's descriptor alone says, tile partly outside its tensor or not."""
+    from ldssan.runtime.emu.tdm import decode_words
+
+    rows = []
+    for g in range(B):
+        g0, g1 = _words(pred=preds[g], lds=0 if same_lds else 16 * g, gaddr=BASE, esize_log2=1,
+                        tdim0=6 - shrink[2 * g], tdim1=4 - shrink[2 * g + 1], tile0=6, tile1=4, stride=8, pad=(0, 0))
+        rows.append(np.concatenate([g0, g1]).view(np.uint32).astype(np.int64))
+    words = np.stack(rows)
+    got = decode_words(words).stored_footprints()
+    want = [decode_words(words[g:g + 1]).row(0).stored_bytes() for g in range(B)]
+    assert len(got) == B
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)

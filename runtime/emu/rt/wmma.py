@@ -142,47 +142,181 @@ class _LastOperand:
             return self.mat
         return None
 
-    def put(self, frag, dtype, K: int, mat: np.ndarray) -> None:
-        self.frag, self.raw, self.key, self.mat = frag, _bytes(frag).copy(), (dtype, K), mat
+    def put(self, frag, dtype, K: int, mat) -> None:
+        # (a copy in the fragment's own memory order: comparing it is one linear pass)
+        self.frag, self.raw, self.key, self.mat = frag, _bytes(frag).copy(order="K"), (dtype, K), mat
+
+
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def _bytes(frag) -> np.ndarray:
-    """The bytes of `frag` (compared as bytes: -0.0 == 0.0 and NaN != NaN as floats)."""
-    return np.ascontiguousarray(frag).view(np.uint8)
+    """`frag` as unsigned words of its item size, no copy (compared as bits: -0.0 == 0.0
+    and NaN != NaN as floats); other item sizes as contiguous bytes."""
+    frag = np.asarray(frag)
+    u = _UINT.get(frag.dtype.itemsize)
+    return frag.view(u) if u is not None else np.ascontiguousarray(frag).view(np.uint8)
 
 
 _LAST = _LastOperand()
 
 
-def _operand(frag, dtype, K: int) -> np.ndarray:
-    """`_matrix`, reusing the previous operand's when `frag` is the same fragment."""
-    mat = _LAST.get(frag, dtype, K)
-    if mat is None:
-        mat = _matrix(frag, dtype, K)
-        mat.flags.writeable = False
-        _LAST.put(frag, dtype, K, mat)
-    return mat
+def _operand(frag, dtype, K: int) -> tuple[np.ndarray, np.ndarray]:
+    """`_unique_matrices`, reusing the previous operand's when `frag` is the same fragment."""
+    got = _LAST.get(frag, dtype, K)
+    if got is None:
+        got = _unique_matrices(frag, dtype, K)
+        got[0].flags.writeable = False
+        _LAST.put(frag, dtype, K, got)
+    return got
+
+
+def _unique_matrices(frag, dtype, K: int) -> tuple[np.ndarray, np.ndarray]:
+    """(U, 16, K) float64 matrices of the distinct wave fragments in `frag` and, per wave,
+    the index of its matrix (arange when all differ). The waves of a GEMM's lockstep chunk
+    load the same A rows and B columns many times over (a chunk covering a 256 x 512 tile
+    of D: 16 distinct A and 32 distinct B fragments for 512 waves), so decoding each
+    distinct one once saves most of the decode."""
+    frag = np.asarray(frag)
+    words = _wave_words(frag)
+    if words is not None:
+        # a hash per wave picks candidates; equal bits decide (a collision: no dedupe)
+        h = (words * _hash_weights(words.shape[1:])).sum(axis=(1, 2))
+        _h, first, inv = np.unique(h, return_index=True, return_inverse=True)
+        if len(first) < len(words) and np.array_equal(words, words[first[inv]]):
+            per_wave = frag.reshape(len(words), 32, *frag.shape[1:])
+            return _matrix(per_wave[first].reshape(-1, *frag.shape[1:]), dtype, K), inv.reshape(-1)
+    mat = _matrix(frag, dtype, K)
+    return mat, np.arange(len(mat))
+
+
+def _wave_words(frag: np.ndarray):
+    """Each wave's fragment as 64-bit words (W, a, b), a view without copying for
+    lane-major (C order) and value-major (lanes contiguous, as generated code keeps
+    vectors) fragments; None for other forms."""
+    if frag.ndim != 2 or len(frag) % 32 or frag.dtype.itemsize not in _UINT:
+        return None
+    isz = frag.dtype.itemsize
+    per_wave = frag.reshape(len(frag) // 32, 32, frag.shape[1])
+    if frag.flags.c_contiguous and (32 * frag.shape[1] * isz) % 8 == 0:
+        return per_wave.reshape(len(per_wave), 1, -1).view(np.uint8).view(np.uint64)
+    if frag.strides[0] == isz and (32 * isz) % 8 == 0:  # lanes contiguous: (W, n, 32) -> words
+        return per_wave.transpose(0, 2, 1).view(np.uint8).view(np.uint64)
+    return None
+
+
+@register_cache
+@functools.lru_cache(maxsize=None)
+def _hash_weights(shape: tuple) -> np.ndarray:
+    """Fixed odd 64-bit multipliers: the wave hash is sum(word * weight) mod 2**64."""
+    w = np.random.default_rng(0x1DB5A).integers(0, 1 << 63, shape, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    w.flags.writeable = False
+    return w
 
 
 def _matrix(frag: np.ndarray, dtype, K: int) -> np.ndarray:
     """Per-lane fragments (L, bytes) -> (B, 16, K) float64 matrices."""
     raw = np.ascontiguousarray(frag)
-    vals = raw.view(np.uint8).reshape(raw.shape[0], -1).view(dtype)
-    if vals.shape[1] != K // 2:
-        raise ValueError(f"WMMA fragment has {vals.shape[1]} elements per lane, expected {K // 2}")
-    run = 2 if np.dtype(dtype).itemsize == 4 else 8
-    return _to_f64(_lane_runs(vals, run)).reshape(-1, 16, K)
+    vals = raw.view(np.uint8).reshape(raw.shape[0], -1)
+    esz = np.dtype(dtype).itemsize
+    if vals.shape[1] != K // 2 * esz:
+        raise ValueError(f"WMMA fragment has {vals.shape[1] // esz} elements per lane, expected {K // 2}")
+    run = 2 if esz == 4 else 8
+    if (run * esz) % 8:  # (no such form today)
+        return _to_f64(_lane_runs(vals.view(dtype), run)).reshape(-1, 16, K)
+    # A run is whole 64-bit words: permuting words is several times cheaper than bytes.
+    words = np.ascontiguousarray(_lane_runs(vals.view(np.uint64), run * esz // 8))
+    if esz == 1:
+        pairs = pair_table(np.dtype(dtype).type).take(words.view(np.uint16), mode="clip")
+        return pairs.view(np.float64).reshape(-1, 16, K)
+    return _to_f64(words.view(dtype)).reshape(-1, 16, K)
+
+
+@register_cache
+@functools.lru_cache(maxsize=None)
+def pair_table(dtype) -> np.ndarray:
+    """`code_table` for two codes at once, by their little-endian 16-bit word: complex128
+    items are the two float64 values. Half the gathers of 16 bytes each: about twice as
+    fast as decoding code by code, for a 1 MiB table."""
+    codes = np.arange(1 << 16, dtype=np.uint16).view(np.uint8).reshape(-1, 2)
+    t = np.ascontiguousarray(code_table(dtype)[codes]).view(np.complex128).reshape(-1)
+    t.flags.writeable = False
+    return t
 
 
 def _accumulate(A: np.ndarray, Bm: np.ndarray, c, c_mod: str = "none") -> np.ndarray:
-    """D = A·Bᵀ + modC(C) for (B, 16, K) operands, C and D in the per-lane C/D layout
-    (lane l, value v <-> M = (l // 16) * 8 + v, N = l % 16: a transpose of (2, 16, 8) blocks)."""
+    """D = A·Bᵀ + modC(C) for (B, 16, K) operands, C and D in the per-lane C/D layout."""
+    return _finish(A @ Bm.transpose(0, 2, 1), c, c_mod)
+
+
+def _finish(D: np.ndarray, c, c_mod: str = "none") -> np.ndarray:
+    """D (B, 16, 16) float64 products (a fresh array) + modC(C), rounded once to C's type,
+    C and the result in the per-lane C/D layout (lane l, value v <-> M = (l // 16) * 8 + v,
+    N = l % 16: a transpose of (2, 16, 8) blocks)."""
     c = np.asarray(c)
-    Bn = A.shape[0]
-    C = _to_f64(c.reshape(Bn, 2, 16, 8).transpose(0, 1, 3, 2)).reshape(Bn, 16, 16)
-    D = A @ Bm.transpose(0, 2, 1) + C_MODIFIERS[c_mod](C)
+    Bn = D.shape[0]
+    Cv = c.reshape(Bn, 2, 16, 8).transpose(0, 1, 3, 2)  # (B, 2, 8, 16): [.., M // 8, M % 8, N]
+    if c.dtype in _NATIVE_C:  # numpy's cast to float64 inside the add is exact: no C copy
+        np.add(D.reshape(Bn, 2, 8, 16), C_MODIFIERS[c_mod](Cv), out=D.reshape(Bn, 2, 8, 16))
+    else:
+        D += C_MODIFIERS[c_mod](_to_f64(Cv).reshape(Bn, 16, 16))
     return D.reshape(Bn, 2, 8, 16).transpose(0, 1, 3, 2).astype(c.dtype, order="C").reshape(Bn * 32, 8)
 
+
+def _products(A: tuple, B: tuple, exact: bool) -> np.ndarray:
+    """A_w·B_wᵀ (W, 16, 16) of every wave w from deduplicated operands (`_unique_matrices`).
+
+    Each distinct (A, B) pair is multiplied once. When the sums are exact (`exact`: the
+    element types' sums round nowhere, in any order; and every operand is finite: which NaN
+    comes out could depend on the order) and the waves' pairs are most of all |A| x |B|
+    pairs, products of the distinct A rows by the distinct B rows give them all in a few
+    large BLAS calls instead of a small one per wave. Otherwise each pair is the batched
+    16 x K by K x 16 product of the per-wave form, which rounds the same way."""
+    Au, ia = A
+    Bu, ib = B
+    W, nA, nB, K = len(ia), len(Au), len(Bu), Au.shape[2]
+    if exact and nA * nB <= 2 * W and np.isfinite(Au).all() and np.isfinite(Bu).all():
+        d = _b_chunk(nB, K)
+        full = Au[:, None] @ Bu.reshape(nB // d, d * 16, K).transpose(0, 2, 1)[None]
+        return full.reshape(nA, nB // d, 16, d, 16)[ia, ib // d, :, ib % d, :]
+    pair, first, inv = np.unique(ia * nB + ib, return_index=True, return_inverse=True)
+    if len(pair) == W:  # (an operand with W distinct matrices has ia = arange: no gather)
+        return (Au if nA == W else Au[ia]) @ (Bu if nB == W else Bu[ib]).transpose(0, 2, 1)
+    return (Au[ia[first]] @ Bu[ib[first]].transpose(0, 2, 1))[inv.reshape(-1)]
+
+
+# OpenBLAS runs a GEMM of more than 4 * 65536 multiply-adds (M*N*K) on all its threads:
+# on a pinned or busy machine several times slower than one thread (the benchmarks pin).
+_BLAS_ONE_THREAD_MNK = 4 * 65536
+
+
+def _b_chunk(nB: int, K: int) -> int:
+    """B matrices per BLAS call of the all-pairs product: the most that divide nB and keep a
+    16-row A by 16*d-row B call on one thread."""
+    return max(d for d in range(1, nB + 1) if nB % d == 0 and (256 * d * K <= _BLAS_ONE_THREAD_MNK or d == 1))
+
+
+@register_cache
+@functools.lru_cache(maxsize=None)
+def exact_sum_bits(a_dtype, b_dtype, K: int) -> bool:
+    """True when every K-term sum of products of finite a_dtype and b_dtype values is exact
+    in float64 (whatever the order: BLAS may sum in any), i.e. the products' span from the
+    smallest nonzero one to K times the largest fits in 53 bits (fp8 e4m3: 43 bits at
+    K = 128; int8). 1-byte types only."""
+    spans = []
+    for dt in (a_dtype, b_dtype):
+        if np.dtype(dt).itemsize != 1:
+            return False
+        v = np.abs(code_table(dt))
+        v = v[np.isfinite(v) & (v > 0)]
+        spans.append((np.log2(v.min()), np.log2(v.max())))
+    lo = spans[0][0] + spans[1][0]
+    hi = spans[0][1] + spans[1][1] + np.log2(K)
+    return bool(np.ceil(hi) - lo <= 53)
+
+
+# Accumulator types whose values numpy converts to float64 exactly on the fly.
+_NATIVE_C = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.int32))
 
 # The WMMA C-operand modifiers (ROCDL WMMACModifier), applied to C before the sum.
 C_MODIFIERS = {"none": lambda x: x, "neg": np.negative, "abs": np.abs, "neg_abs": lambda x: -np.abs(x)}
@@ -237,7 +371,8 @@ def wmma(a, b, c, a_dtype, b_dtype, K: int, *, scale_a=None, scale_b=None, opsel
     SCALED_FORMATS names and K is 128 (one run-time name for both: generated code calls it as
     `R.wmma`)."""
     if scale_a is None:
-        return _accumulate(_operand(a, a_dtype, K), _matrix(b, b_dtype, K), c)
+        A, Bm = _operand(a, a_dtype, K), _unique_matrices(b, b_dtype, K)
+        return _finish(_products(A, Bm, exact_sum_bits(a_dtype, b_dtype, K)), c)
     A = _scaled_matrix(a, a_dtype, scale_a, opsel[0], scale_fmt[0])
     Bm = _scaled_matrix(b, b_dtype, scale_b, opsel[1], scale_fmt[1])
     return _accumulate(A, Bm, c, c_mod)

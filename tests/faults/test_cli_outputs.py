@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ldssan import rows
+from ldssan import config, rows
 from ldssan.cli import main
 
 TARGETS = os.path.relpath(Path(__file__).with_name("cli_targets.py"))
@@ -75,8 +75,8 @@ def test_build_into_an_existing_file_is_refused_before_building(tmp_path, capsys
     (["--rtol=-1e-3"], "argument --rtol: '-1e-3': expected a finite number >= 0"),
     (["--atol", "-1"], "argument --atol: '-1': expected a finite number >= 0"),
     (["--atol", "inf"], "argument --atol: 'inf': expected a finite number >= 0"),
-    (["--batch", str(10**20)], f"argument --batch: '{10**20}': expected an integer from 1 to 512"),
-    (["--batch", "0"], "argument --batch: '0': expected an integer from 1 to 512"),
+    (["--batch", str(10**20)], f"argument --batch: '{10**20}': expected an integer from 1 to {config.batch_max()}"),
+    (["--batch", "0"], f"argument --batch: '0': expected an integer from 1 to {config.batch_max()}"),
 ], ids=["rtol-nan", "rtol-negative", "atol-negative", "atol-inf", "batch-huge", "batch-0"])
 def test_rows_bad_tolerance_or_batch_is_refused_before_any_run(tmp_path, capsys, monkeypatch, args, needle):
     mark = tmp_path / "ran"

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ldssan.passes.ir.caches import register_cache, register_reset
 from ldssan.passes.ir.errors import LdssanError
 
 
@@ -232,6 +233,10 @@ class MaskPool:
                     return bits
         return np.zeros(size, dtype=bool)
 
+    def clear(self) -> None:
+        with self._lock:
+            self._free.clear()
+
     def give(self, bits: np.ndarray) -> None:
         with self._lock:
             self._free.append(bits)
@@ -240,8 +245,10 @@ class MaskPool:
 
 
 MASKS = MaskPool()
+register_reset(MASKS.clear)  # ldssan.runtime.reset_caches() gives the pooled memory back
 
 
+@register_cache
 @functools.lru_cache(maxsize=None)
 def _ones(nbytes: int) -> np.void:
     """`nbytes` bytes of 0x01 as one element: True in every byte of a bool view."""

@@ -9,8 +9,8 @@ translation; then for `--rounds` rounds every case runs once in the base worker 
 the new one, in turn. Reported per case and tree: the median of the emulator's launch time
 (`LaunchRecord.seconds`), and the new/base ratio of those medians.
 
-Cases (issue #27 targets): sanitized RMSNorm 4096x8192 and 64x8192 bf16 and sanitized FP8
-GEMM (`--gemm`, default 1024) in the default mode (`hook.sanitize()` with no options); plain
+Cases (issue #27 targets): sanitized RMSNorm 4096x8192 and 64x8192 bf16, sanitized FP8
+GEMM (`--gemm`, default 1024) and the bundled MegaMoE (its four launches) in the default mode (`hook.sanitize()` with no options); plain
 RMSNorm 4096x8192 in lockstep (lane-ops/s). Every sanitized run must come back clean.
 """
 
@@ -29,7 +29,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 TARGETS = {"rmsnorm_4096x8192_sanitized_s": 0.15, "rmsnorm_64x8192_sanitized_s": 0.010,
-           "gemm_1024_sanitized_s": 0.79, "rmsnorm_4096x8192_lockstep_plain_lane_ops_per_s": 1e9}
+           "gemm_1024_sanitized_s": 0.79, "rmsnorm_4096x8192_lockstep_plain_lane_ops_per_s": 1e9,
+           "mega_moe_sanitized_s": 0.1}
 
 
 # -- worker: runs inside the tree under test ----------------------------------------------
@@ -47,7 +48,26 @@ def _cases(gemm_n: int) -> dict:
         f"gemm_{gemm_n}_sanitized_s": (kernel_runner(gemm_call(gemm_n, 8, 3), 1)("default", True), None),
         "rmsnorm_4096x8192_lockstep_plain_lane_ops_per_s": (
             kernel_runner(big, 4096, records=records)("lockstep", False), records),
+        "mega_moe_sanitized_s": _mega_moe(),
     }
+
+
+def _mega_moe():
+    """The bundled MegaMoE's four launches (emu_mega_moe.py's default problem), sanitized."""
+    import torch
+
+    from _common import kernel_runner
+    from ldssan.kernels.mega_moe import DEFAULTS, mega_moe
+
+    t, e, d, inter = 32, 8, 512, 256
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(t, d, generator=gen).to(torch.bfloat16)
+    logits = torch.randn(t, e, generator=gen)
+    w1 = (torch.randn(e, 2 * inter, d, generator=gen) / d ** 0.5).to(torch.bfloat16)
+    w2 = (torch.randn(e, d, inter, generator=gen) / inter ** 0.5).to(torch.bfloat16)
+    run = kernel_runner(lambda: mega_moe(x, logits, w1, w2), 1, launches=4,
+                        base={"resident": DEFAULTS["persistent"]})("default", True)
+    return run, None
 
 
 def worker(gemm_n: int) -> None:
@@ -177,7 +197,7 @@ def main() -> None:
 
 def _case_names(gemm_n: int) -> list[str]:
     return ["rmsnorm_4096x8192_sanitized_s", "rmsnorm_64x8192_sanitized_s", f"gemm_{gemm_n}_sanitized_s",
-            "rmsnorm_4096x8192_lockstep_plain_lane_ops_per_s"]
+            "rmsnorm_4096x8192_lockstep_plain_lane_ops_per_s", "mega_moe_sanitized_s"]
 
 
 def _round(x: float) -> float:

@@ -224,13 +224,22 @@ def cmpxchg(t, op: Op) -> None:
         t.yield_event(SYNC)
 
 
+# functions with bodies the emulator calls: the device runtime's hooks (device/link.py,
+# `calls`). A user's function is not called: the pass instruments kernel bodies only.
+CALLED_PREFIX = "ldssan_device_"
+
+
 @emits("llvm.call")
 def call(t, op: Op) -> None:
-    callee = op.attr("callee")
+    callee = str(op.attr("callee"))
     hook = EMITTERS.get(f"call:{callee}")
-    if hook is None:
+    if hook is not None:
+        hook(t, op)
+        return
+    fn = t.view.functions.get(callee)
+    if fn is None or fn.external or not callee.startswith(CALLED_PREFIX):
         raise t.unsupported(op, f"call to @{callee}")
-    hook(t, op)
+    t.call_function(op, fn)
 
 
 @emits("llvm.intr.assume", "llvm.intr.experimental.noalias.scope.decl", "llvm.intr.lifetime.start",

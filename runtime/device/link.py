@@ -209,12 +209,12 @@ def link(module_op, ring_addr: int, *, scratch: bool = False, calls: bool = Fals
         kernels = [o.operation for o in body.operations if o.operation.name == "gpu.func"]
         if not kernels:
             continue
-        calls = [c for k in kernels for c in _hook_calls(k)]
-        _refuse_marks(calls, sites)
+        sites_called = [c for k in kernels for c in _hook_calls(k)]
+        _refuse_marks(sites_called, sites)
         name = _name(gm)
         blocks = _blocks(kernels)
         static, dynamic = _lds_bytes(body, name)
-        copies = any(_callee(c) in COPY_HOOKS for c in calls)
+        copies = any(_callee(c) in COPY_HOOKS for c in sites_called)
         lay = ShadowLayout(waves=_waves(blocks), sites=max(1, len(sites)), lds_bytes=static, copies=copies)
         if scratch or dynamic or lay.lds_bytes + lay.bytes > LDS_LIMIT:
             lay = ShadowLayout(lay.waves, lay.sites, static, copies=copies, scratch=True)

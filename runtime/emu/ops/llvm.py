@@ -7,7 +7,7 @@ from ldssan.passes.ir.irview import Op
 from ldssan.passes.ir.types import Type, byte_size
 from ..events import SYNC
 from . import EMITTERS, emits
-from .arith import _BINARY, _dtype_expr, binary, is_wide, lane_vector
+from .arith import _BINARY, SHIFTS, _dtype_expr, binary, is_wide, lane_vector
 
 # LLVM integer/float ops share arith's semantics.
 _ALIASES = {
@@ -22,7 +22,8 @@ _ALIASES = {
 }
 for _llvm, _arith in _ALIASES.items():
     _BINARY[_llvm] = _BINARY[_arith]
-    emits(_llvm)(binary)
+    if _arith not in SHIFTS:  # registered with `shift`
+        emits(_llvm)(binary)
 
 DYNAMIC_INDEX = -(1 << 31)
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ldssan.passes.ir.caches import register_cache
 from ldssan.passes.ir.errors import LdssanError
 
 
@@ -256,6 +257,7 @@ class MaskPool:
 MASKS = MaskPool()
 
 
+@register_cache
 @functools.lru_cache(maxsize=None)
 def _ones(nbytes: int) -> np.void:
     """`nbytes` bytes of 0x01 as one element: True in every byte of a bool view."""

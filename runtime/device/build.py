@@ -51,7 +51,7 @@ _ACTIVE: list[Session] = []  # innermost last
 
 
 def _recording_pass(op, pass_=None) -> None:
-    _device_pass(op, pass_)
+    _device_pass(op, pass_, calls=False)  # for LLVM: every hook inlined
     if _ACTIVE:
         attrs = op.attributes
         linked = Linked(attrs["ldssan.sites"].value, json.loads(attrs["ldssan.device"].value))

@@ -139,8 +139,10 @@ class DeviceRun:
         return out
 
 
-def _device_pass(op, pass_=None) -> None:
-    """The pass at the sentinel of a device build (`RunConfig.device`): instrument, then link."""
+def _device_pass(op, pass_=None, *, calls: bool = True) -> None:
+    """The pass at the sentinel of a device build (`RunConfig.device`): instrument, then link
+    (`calls`: the hooks defined once and called, the virtual gfx1250's form; a build for
+    LLVM passes False: every hook inlined)."""
     from ldssan.passes.instrument import instrument_pass
 
     from ..emu import frontend
@@ -152,7 +154,7 @@ def _device_pass(op, pass_=None) -> None:
         raise RuntimeError("ldssan device runtime: linked outside `emulated()` (no record buffer address)")
     instrument_pass(op, pass_)
     try:
-        link(op, dev.ring_addr, scratch=dev.scratch)
+        link(op, dev.ring_addr, scratch=dev.scratch, calls=calls)
     except DeviceLinkError as e:
         _LINK_FAILURES.append(e)  # FlyDSL re-raises a pass failure as its own error type
         raise
@@ -181,6 +183,9 @@ class _Launches:
             self.buf.bind_scratch(self.lay, grid, lds_bytes)
         for ctx in waves:
             ctx.lds_oob_ok = True
+            # the hooks write the record buffer at its raw address (the emulator finds such
+            # pointers only in a kernel's own body, and the called hooks are not kernels)
+            ctx.gmem.reach_process = True
         return _no_end
 
     def end_batch(self) -> int:
@@ -206,11 +211,13 @@ def device_policy(policy):
 
 
 @contextmanager
-def emulated(policy="canonical", *, capacity: int | None = None, resident: int = 1, scratch: bool = False):
+def emulated(policy="canonical", *, capacity: int | None = None, resident: int = 1, scratch: bool = False,
+             inline: bool = False):
     """FlyDSL launches inside the block run instrumented, with the device runtime linked
     in, on the virtual gfx1250 (`policy`: `device_policy`). Yields a `DeviceRun`; read
     `run.records()` after. `scratch` puts every shadow in global scratch (else only where
-    LDS has no room)."""
+    LDS has no room). `inline` links every hook inline, as a build for LLVM is (slower to
+    parse and translate; the default calls them: link.py)."""
     from ..emu import frontend
     from ..emu.runconfig import DeviceLink, RunConfig
 
@@ -225,10 +232,12 @@ def emulated(policy="canonical", *, capacity: int | None = None, resident: int =
         run.starts.append(len(cfg.launches))
         return _Launches(buf, view)
 
-    device = DeviceLink(source_digest(), buf.addr, scratch=scratch)
+    # the link's form is part of the build's cache key (the digest goes into the sentinel)
+    device = DeviceLink(source_digest() + ("-inline" if inline else ""), buf.addr, scratch=scratch)
     cfg = frontend.EmuConfig(RunConfig(policy=device_policy(policy), sanitize=True, resident=resident,
                                        time_limit=DEVICE_TIME_LIMIT, device=device),
-                             sanitizer_factory=on_launch, sentinel_pass=_device_pass)
+                             sanitizer_factory=on_launch,
+                             sentinel_pass=functools.partial(_device_pass, calls=not inline))
     run.config = cfg
     from .link import DeviceLinkError
 

@@ -1,7 +1,13 @@
 """Link the device runtime into an instrumented module: the `__ldssan_*` declarations the
 pass left become definitions (hooks_ir.py), every hook call is inlined, and each kernel
-zeroes its workgroup's shadow first. The result has no `__ldssan_*` call left: the same IR
-runs on the virtual gfx1250 and goes to LLVM's AMDGPU backend.
+zeroes its workgroup's shadow first. The result has no `__ldssan_*` call left and goes to
+LLVM's AMDGPU backend.
+
+For the virtual gfx1250 (`calls=True`) the hooks are instead defined once each, as
+`llvm.func @ldssan_device_<hook>` in the gpu.module, and called: the same bodies, but a
+module ~20x smaller (GEMM: 62 ds sites x 4000 lines inlined), which the emulator parses and
+translates once per build. The prologue and the wave end (one site each, and the prologue
+holds a barrier) stay inline.
 
 The shadow goes to LDS after the kernel's own when it fits there and the kernel has no
 dynamic LDS; else to a global scratch slot per workgroup, sized at each launch from the
@@ -26,6 +32,7 @@ MAX_WAVES = 32  # 1024 threads: used when a kernel does not state its block size
 INIT = "__ldssan_init"
 END = "__ldssan_end"  # before each gpu.return: the wave's end (LDS013, its final state)
 COPY_HOOKS = ("__ldssan_dma", "__ldssan_tdm")
+CALLED_PREFIX = "ldssan_device_"  # a called hook's definition (not `__ldssan_`: no Python-engine hook)
 
 
 class DeviceLinkError(UsageError, RuntimeError):
@@ -97,15 +104,17 @@ def _waves(blocks) -> int:
 
 
 _CALL = re.compile(r"^\s*llvm\.call @(?P<hook>__ldssan_\w+)\((?P<args>[^)]*)\)\s*:.*$")
-_DECL = re.compile(r"^\s*llvm\.func @__ldssan_\w+\(.*$")
+_DECL = re.compile(r"^(?P<indent>\s*)llvm\.func @(?P<hook>__ldssan_\w+)\((?P<types>[^)]*)\).*$")
 _NAME = re.compile(r"%([A-Za-z_][\w$.]*)")
+_BARRIER = re.compile(r"\b(gpu\.barrier|rocdl\.s\.barrier)")
 
 
-def _inline_text(text: str, bodies: dict, globals_: list) -> str:
+def _inline_text(text: str, bodies: dict, globals_: list, calls: bool = False) -> str:
     """Write each hook's body in place of its calls (parameters bound to the call's
     operands, the body's own names made unique per call), drop the declarations and add
     the runtime's globals (the shadow, the ring address) just before the first kernel
-    (after the kernel's LDS globals).
+    (after the kernel's LDS globals). `calls`: every hook but the prologue and the end is
+    instead defined once (at its declaration) and called (the module docstring).
 
     A textual inliner: MLIR's `inline` pass does not inline into gpu.func bodies in the
     MLIR FlyDSL 0.5.0 ships, and the bodies are our own text, so their names are known."""
@@ -113,7 +122,10 @@ def _inline_text(text: str, bodies: dict, globals_: list) -> str:
     n = 0
     placed = False
     for line in text.splitlines():
-        if _DECL.match(line):
+        decl = _DECL.match(line)
+        if decl:
+            if calls and decl["hook"] in bodies and decl["hook"] not in (INIT, END):
+                out.append(_definition(bodies[decl["hook"]], decl["types"], decl["indent"]))
             continue
         if not placed and line.lstrip().startswith("gpu.func "):
             # no shadow global in global scratch, no ring global in a bound build
@@ -130,6 +142,9 @@ def _inline_text(text: str, bodies: dict, globals_: list) -> str:
         if len(args) != len(hook.params):
             raise DeviceLinkError(f"ldssan device runtime: @{m['hook']} called with {len(args)} operands, "
                                   f"its body takes {len(hook.params)}")
+        if calls and m["hook"] not in (INIT, END):
+            out.append(line.replace(f"@{m['hook']}(", f"@{CALLED_PREFIX}{m['hook'][len('__ldssan_'):]}(", 1))
+            continue
         bind = dict(zip((p.lstrip("%") for p in hook.params), args))
         n += 1
         prefix = f"ldsd{n}_"
@@ -137,6 +152,34 @@ def _inline_text(text: str, bodies: dict, globals_: list) -> str:
     if not placed:
         raise DeviceLinkError("ldssan device runtime: no gpu.func to link into")
     return "\n".join(out)
+
+
+def _definition(hook, types: str, indent: str) -> str:
+    """A hook's body as a function of its parameters (`calls` linking), at its declaration."""
+    tys = [t.strip() for t in _split_types(types)]
+    if len(tys) != len(hook.params):
+        raise DeviceLinkError(f"ldssan device runtime: @{hook.name} declared with {len(tys)} parameters, "
+                              f"its body takes {len(hook.params)}")
+    if _BARRIER.search(hook.text):  # a called body runs under its caller's mask: no barrier in it
+        raise DeviceLinkError(f"ldssan device runtime: @{hook.name}'s body holds a barrier; it cannot be called")
+    params = ", ".join(f"{p}: {t}" for p, t in zip(hook.params, tys))
+    name = CALLED_PREFIX + hook.name[len("__ldssan_"):]
+    return (f"{indent}llvm.func @{name}({params}) attributes {{sym_visibility = \"private\"}} {{\n"
+            f"{hook.text}\n{indent}  llvm.return\n{indent}}}")
+
+
+def _split_types(types: str) -> list[str]:
+    """`i32, vector<4xi32>, !llvm.ptr<3>` -> its types (commas inside <> do not split)."""
+    out, depth, cur = [], 0, ""
+    for ch in types:
+        depth += ch in "<([{"
+        depth -= ch in ">)]}"
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return [t for t in (*out, cur) if t.strip()]
 
 
 def _refuse_marks(calls, sites) -> None:
@@ -148,10 +191,11 @@ def _refuse_marks(calls, sites) -> None:
                                   "and wait.asyncmark are not in the device runtime yet")
 
 
-def link(module_op, ring_addr: int, *, scratch: bool = False) -> dict:
+def link(module_op, ring_addr: int, *, scratch: bool = False, calls: bool = False) -> dict:
     """Link the device runtime into `module_op` (instrumented, with `ldssan.sites`), in
     place. Returns {gpu.module name: layout dict}, also stored as `ldssan.device`.
-    `scratch` puts the shadow in global scratch even where it would fit in LDS."""
+    `scratch` puts the shadow in global scratch even where it would fit in LDS; `calls`
+    defines the hooks once and calls them (the virtual gfx1250's form: module docstring)."""
     ir = _ir()
     from flydsl._mlir.dialects import llvm
 
@@ -165,12 +209,12 @@ def link(module_op, ring_addr: int, *, scratch: bool = False) -> dict:
         kernels = [o.operation for o in body.operations if o.operation.name == "gpu.func"]
         if not kernels:
             continue
-        calls = [c for k in kernels for c in _hook_calls(k)]
-        _refuse_marks(calls, sites)
+        sites_called = [c for k in kernels for c in _hook_calls(k)]
+        _refuse_marks(sites_called, sites)
         name = _name(gm)
         blocks = _blocks(kernels)
         static, dynamic = _lds_bytes(body, name)
-        copies = any(_callee(c) in COPY_HOOKS for c in calls)
+        copies = any(_callee(c) in COPY_HOOKS for c in sites_called)
         lay = ShadowLayout(waves=_waves(blocks), sites=max(1, len(sites)), lds_bytes=static, copies=copies)
         if scratch or dynamic or lay.lds_bytes + lay.bytes > LDS_LIMIT:
             lay = ShadowLayout(lay.waves, lay.sites, static, copies=copies, scratch=True)
@@ -185,7 +229,8 @@ def link(module_op, ring_addr: int, *, scratch: bool = False) -> dict:
     if len(layouts) != 1:
         raise DeviceLinkError(f"ldssan device runtime: links one gpu.module with kernels, found {len(layouts)}")
     text = module_op.get_asm(enable_debug_info=True, assume_verified=True)
-    linked = ir.Module.parse(_inline_text(text, hooks.bodies(), [hooks.shadow_global(), hooks.ring_global()]))
+    linked = ir.Module.parse(_inline_text(text, hooks.bodies(), [hooks.shadow_global(), hooks.ring_global()],
+                                          calls))
     _replace_body(module_op, linked)
     module_op.attributes["ldssan.device"] = ir.StringAttr.get(json.dumps(layouts))
     return layouts

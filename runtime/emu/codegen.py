@@ -89,6 +89,7 @@ class Translator:
         self.depth = 1
         self.mask = "M0"
         self.types: dict[int, Type] = {}
+        self.consts: dict[int, int] = {}  # integer constants by value id (ops/arith.py `constant`)
         self._tmp = itertools.count(1)  # M0 is the entry mask
         self.cur_op: Op | None = None
         args = fn.body[0].args if fn.body else ()
@@ -96,6 +97,10 @@ class Translator:
         self.arg_ids = args
         self.events: dict[str, object] = {}  # the events the code yields, by their names in it
         self._event_names: dict[tuple, str] = {}
+        # called functions (ops/llvm.py `call`): one generator per callee and uniformity of its
+        # arguments, written after the kernel's, in the same source
+        self._callees: dict[tuple[str, tuple[bool, ...]], str] = {}
+        self._pending: list[tuple[Function, tuple[bool, ...], str]] = []
 
     def yield_event(self, ev, *, masked: bool = False) -> None:
         """Write a scheduling point: yield `ev` (events.py) to the scheduler; `masked`: the
@@ -185,6 +190,47 @@ class Translator:
     def indented(self):
         return _Indent(self)
 
+    def call_function(self, op: Op, fn: Function) -> None:
+        """A call of `fn` (a body in the module): `yield from` its generator, translated once
+        per uniformity of its arguments, under the current exec mask -- what the inlined
+        body would do, for a module that holds it once."""
+        if self.lockstep or self.taint:
+            raise self.unsupported(op, "a called function runs per wave only (no lockstep, no taint)")
+        if op.results:
+            raise self.unsupported(op, f"call of @{fn.name} with results")
+        if len(fn.body) != 1 or len(fn.body[0].args) != len(op.operands):
+            raise self.unsupported(op, f"call of @{fn.name}: its body is not one block of {len(op.operands)} "
+                                       "parameters")
+        shape = tuple(self.uniform(a) for a in op.operands)
+        name = self._callees.get((fn.name, shape))
+        if name is None:
+            name = self._callees[(fn.name, shape)] = f"F{len(self._callees)}_{fn.name}"
+            self._pending.append((fn, shape, name))
+        args = "".join(f"{self.v(a)}, " for a in op.operands)
+        self.out(f"yield from {name}(ctx, {self.mask}, ({args}))")
+
+    def _translate_callees(self) -> None:
+        """Each pending callee as a generator `F<k>_<name>(ctx, M0, args)` (its own
+        uniformity, with the arguments as the call site had them)."""
+        while self._pending:
+            fn, shape, name = self._pending.pop(0)
+            entry = fn.body[0]
+            saved = (self.fn, self.uni, self.mask, self.depth)
+            self.fn, self.mask, self.depth = fn, "M0", 0
+            self.uni = analyze(fn.body, batched=self.batched, lockstep=self.lockstep,
+                               varying_args=tuple(a for a, u in zip(entry.args, shape) if not u))
+            for a, ty in zip(entry.args, entry.arg_types):
+                self.types[a] = ty
+            self.out(f"def {name}(ctx, M0, args):")
+            self.depth = 1
+            self.out("L = ctx.L")
+            if entry.args:
+                self.out(f"({', '.join(self.v(a) for a in entry.args)},) = args")
+            self.block(entry)
+            self.out("return")
+            self.out("yield")  # a generator even without scheduling points
+            self.fn, self.uni, self.mask, self.depth = saved
+
     def translate(self) -> str:
         fn = self.fn
         if fn.external:
@@ -206,6 +252,7 @@ class Translator:
         self.block(entry)
         self.out("return")
         self.out("yield")  # makes `wave` a generator even without scheduling points
+        self._translate_callees()
         return "\n".join(self.lines) + "\n"
 
 

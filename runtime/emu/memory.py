@@ -81,6 +81,7 @@ class GlobalMemory:
     def __init__(self) -> None:
         self.regions: list[Region] = []
         self._bases: list[int] = []
+        self._hot: Region | None = None  # the region the last located access fell in
         self.reach_process = False
         # What a tracked call (`track()`, the launch memo) touched: the base of every region
         # any access read (whole regions: coarse and conservative), and per written region
@@ -114,6 +115,7 @@ class GlobalMemory:
         i = bisect.bisect(self._bases, base)
         self._bases.insert(i, base)
         self.regions.insert(i, Region(base, size, view, name))
+        self._hot = None  # `find` may now answer another region for the same bytes
 
     def add_tensor(self, tensor, name: str = "") -> None:
         if not in_host_memory(tensor):
@@ -159,6 +161,18 @@ class GlobalMemory:
         return r, off
 
     def _locate(self, addr: np.ndarray, nbytes: int) -> tuple[Region, np.ndarray]:
+        r = self._hot
+        if r is not None:
+            # the common case, one reduction: every lane in the region of the last access (a
+            # negative offset wraps past any size as unsigned); the same answer `find` gives
+            off = addr - r.base
+            if off.view(np.uint64).max() <= r.size - nbytes:
+                return r, off
+        r, off = self._locate_slow(addr, nbytes)
+        self._hot = r
+        return r, off
+
+    def _locate_slow(self, addr: np.ndarray, nbytes: int) -> tuple[Region, np.ndarray]:
         lo = int(addr.min())
         hi = int(addr.max())
         r = self.region_of(lo, nbytes)

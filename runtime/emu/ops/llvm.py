@@ -7,7 +7,7 @@ from ldssan.passes.ir.irview import Op
 from ldssan.passes.ir.types import Type, byte_size
 from ..events import SYNC
 from . import EMITTERS, emits
-from .arith import _BINARY, _dtype_expr, binary, is_wide, lane_vector
+from .arith import _BINARY, SHIFTS, _dtype_expr, binary, is_wide, lane_vector
 
 # LLVM integer/float ops share arith's semantics.
 _ALIASES = {
@@ -22,7 +22,8 @@ _ALIASES = {
 }
 for _llvm, _arith in _ALIASES.items():
     _BINARY[_llvm] = _BINARY[_arith]
-    emits(_llvm)(binary)
+    if _arith not in SHIFTS:  # registered with `shift`
+        emits(_llvm)(binary)
 
 DYNAMIC_INDEX = -(1 << 31)
 
@@ -224,13 +225,22 @@ def cmpxchg(t, op: Op) -> None:
         t.yield_event(SYNC)
 
 
+# functions with bodies the emulator calls: the device runtime's hooks (device/link.py,
+# `calls`). A user's function is not called: the pass instruments kernel bodies only.
+CALLED_PREFIX = "ldssan_device_"
+
+
 @emits("llvm.call")
 def call(t, op: Op) -> None:
-    callee = op.attr("callee")
+    callee = str(op.attr("callee"))
     hook = EMITTERS.get(f"call:{callee}")
-    if hook is None:
+    if hook is not None:
+        hook(t, op)
+        return
+    fn = t.view.functions.get(callee)
+    if fn is None or fn.external or not callee.startswith(CALLED_PREFIX):
         raise t.unsupported(op, f"call to @{callee}")
-    hook(t, op)
+    t.call_function(op, fn)
 
 
 @emits("llvm.intr.assume", "llvm.intr.experimental.noalias.scope.decl", "llvm.intr.lifetime.start",

@@ -88,9 +88,17 @@ def out_of_range(ctx, addr, nbytes, mask) -> None:
             "LDS031 with its line"), stacklevel=2)
 
 
+def _lane_addrs(addr, L: int) -> np.ndarray:
+    """The (L,) int64 addresses of an access (a uniform one repeated): per-lane addresses
+    of the generated code already are, and pass through untouched (the hot path)."""
+    if type(addr) is np.ndarray and addr.dtype == np.int64 and addr.shape == (L,):
+        return addr
+    return np.broadcast_to(np.asarray(addr, dtype=np.int64), (L,))
+
+
 def global_load(ctx, addr, dtype, count, mask):
     L = ctx.L
-    addr = np.broadcast_to(np.asarray(addr, dtype=np.int64), (L,))
+    addr = _lane_addrs(addr, L)
     if _active(ctx, mask):
         return ctx.gmem.read(addr, dtype, count)
     out = np.zeros((L, count), dtype=dtype)
@@ -112,7 +120,7 @@ def _rows(L: int, data: np.ndarray) -> np.ndarray:
 
 def global_store(ctx, addr, data, mask):
     L = ctx.L
-    addr = np.broadcast_to(np.asarray(addr, dtype=np.int64), (L,))
+    addr = _lane_addrs(addr, L)
     rows = _rows(L, np.asarray(data))
     if _active(ctx, mask):
         ctx.gmem.write(addr, rows)

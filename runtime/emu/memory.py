@@ -40,7 +40,7 @@ class EmuMemoryError(LdssanError, RuntimeError):
 class Region:
     base: int
     size: int
-    view: np.ndarray  # uint8, writable, aliases the tensor's storage
+    view: np.ndarray  # uint8, writable, aliases the tensor's storage (bool: a written-byte mask)
     name: str
     _spans: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -85,24 +85,27 @@ class GlobalMemory:
         self.reach_process = False
         # What a tracked call (`track()`, the launch memo) touched: the base of every region
         # any access read (whole regions: coarse and conservative), and per written region
-        # a byte mask of what `write` stored
+        # a byte mask of what `write` stored: a bool `Region` at the region's base, so a
+        # store's own span indices address it too (`_mark_written`)
         self.tracking = False
         self.read_bases: set[int] = set()
-        self.written: dict[int, np.ndarray] = {}
-        self._masks: dict[int, Region] = {}  # the same masks as regions (their span views)
+        self._masks: dict[int, Region] = {}
+
+    @property
+    def written(self) -> dict[int, np.ndarray]:
+        """Per written region's base, the bool mask of the bytes tracked stores wrote."""
+        return {base: m.view for base, m in self._masks.items()}
 
     def track(self) -> None:
         """Record from now on which regions are read and which bytes are written."""
         self.tracking = True
         self.read_bases = set()
-        self.written = {}
         self._masks = {}
 
     def release_masks(self) -> None:
         """The caller is done with `written`: its masks go back to the pool (`MASKS`)."""
-        for bits in self.written.values():
-            MASKS.give(bits)
-        self.written = {}
+        for m in self._masks.values():
+            MASKS.give(m.view)
         self._masks = {}
 
     def add(self, base: int, size: int, name: str = "") -> None:
@@ -211,18 +214,16 @@ class GlobalMemory:
         arr, idx = _lane_spans(r, off, raw.shape[1])
         arr[idx] = raw.view(arr.dtype).reshape(len(addr))
         if self.tracking:
-            self._mark_written(r, off, raw.shape[1])
+            self._mark_written(r, idx, raw.shape[1], arr.strides[0])
 
-    def _mark_written(self, r: Region, off: np.ndarray, nbytes: int) -> None:
-        """Set the written-byte mask of `r` at `nbytes` bytes from each offset. The mask is a
-        `Region` at the same base, so it is scattered through the same span view as the store
-        (one index per lane, not one per byte)."""
+    def _mark_written(self, r: Region, idx: np.ndarray, nbytes: int, width: int) -> None:
+        """Set the written-byte mask of `r` where the store just wrote: `idx` indexes the
+        store's span view of `nbytes`-byte elements every `width` bytes (`_lane_spans`), and
+        the mask, at the same base, has the same view: one index per lane, not one per byte."""
         mask = self._masks.get(r.base)
         if mask is None:
-            bits = self.written[r.base] = MASKS.take(r.size)
-            mask = self._masks[r.base] = Region(r.base, r.size, bits.view(np.uint8), r.name)
-        arr, idx = _lane_spans(mask, off, nbytes)
-        arr[idx] = _ones(nbytes)
+            mask = self._masks[r.base] = Region(r.base, r.size, MASKS.take(r.size), r.name)
+        mask.spans(nbytes, width)[1][idx] = _ones(nbytes)
 
 
 class MaskPool:

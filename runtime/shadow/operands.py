@@ -94,10 +94,6 @@ def tdm_payload(offsets, G: int) -> tuple:
         rows = list(offsets)
     if len(rows) != G:
         raise ValueError(f"ldssan: tdm footprint has {len(rows)} groups, batch has {G}")
-    first = rows[0] if rows else None
-    if G > 1 and all(o is first for o in rows):  # one descriptor for the batch: one lookup
-        mine, memo = _tdm_seen(first)
-        return ("offsets", [mine] * G, [memo] * G)
     per_group, memos = [], []
     prev_o = hit = None
     for o in rows:

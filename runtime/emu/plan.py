@@ -42,10 +42,10 @@ MAX_CLUSTER = 16  # workgroups per cluster: the TDM / cluster-load workgroup mas
 
 # `batch=AUTO`: lockstep launches put as many workgroups on the lane axis as fit these
 # budgets (per-wave launches run one workgroup at a time). Every value of a lockstep run is
-# an array over its lanes, so the lane count bounds the memory of a chunk. 32K lanes: against
-# 16K, sanitized RMSNorm 4096x8192 -19%, plain lockstep -25%, sanitized GEMM 512^3 -14%
-# (alternating runs in one process); 64K gains no more on RMSNorm; peak memory +37 MiB
-# (RMSNorm) and +124 MiB (GEMM 1024^3).
+# an array over its lanes, so the lane count bounds the memory of a chunk. 32K lanes, against
+# 16K (2026-12-03, one process setting this constant in turn, 3 rounds, a loaded machine):
+# sanitized RMSNorm 4096x8192 -19%, plain lockstep RMSNorm -25%, sanitized GEMM 512^3 -14%;
+# 64K: no gain on RMSNorm; peak RSS +37 MiB (RMSNorm) and +124 MiB (GEMM 1024^3).
 AUTO = 0
 LANE_BUDGET = 32768
 LDS_BUDGET = 64 << 20  # bytes of LDS of one chunk's workgroups

@@ -257,3 +257,34 @@ def test_a_one_line_emitter_refuses_an_op_without_the_value_it_writes(name):
                         v=lambda vid: f"v{vid}", out=lambda text: pytest.fail(f"emitted {text!r}"))
     with pytest.raises(UnsupportedOp, match=f"'{name}' at \"k.py\":3:4"):
         load_all()[name](t, op)
+
+
+def _ordered_sum(acc, xs):
+    r = np.float32(acc)
+    for x in xs:
+        r = np.float32(r + np.float32(x))
+    return r
+
+
+def test_float_reduction_is_ordered_with_the_accumulator_first():
+    # vector.reduction lowers to llvm.vector.reduce.fadd (no reassoc): ((acc + x0) + x1) + ...
+    # with every step rounded to f32. Pairwise or acc-last summation rounds these differently.
+    xs = [3e7, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    acc = 1.0e8
+    dense = ", ".join(f"{x:e}" for x in xs)
+    body = f"""
+      %v = arith.constant dense<[{dense}]> : vector<8xf32>
+      %c0 = arith.constant {acc:e} : f32
+      %tf = arith.sitofp %t : i32 to f32
+      %a = arith.addf %c0, %tf : f32
+      %s = vector.reduction <add>, %v, %a : vector<8xf32> into f32
+      %n = vector.reduction <add>, %v : vector<8xf32> into f32
+      %sb = arith.bitcast %s : f32 to i32
+      %nb = arith.bitcast %n : f32 to i32
+      %r = arith.xori %sb, %nb : i32""" + STORE_R
+    want = [(_ordered_sum(acc + t, xs).view(np.int32) ^ _ordered_sum(xs[0], xs[1:]).view(np.int32))
+            for t in range(64)]
+    # the case tells the orders apart: numpy's pairwise sum, and the accumulator added last
+    assert np.sum(np.float32(xs)) != _ordered_sum(xs[0], xs[1:])
+    assert np.sum(np.float32(xs)) + np.float32(acc) != _ordered_sum(acc, xs)
+    np.testing.assert_array_equal(run(body), want)

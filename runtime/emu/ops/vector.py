@@ -113,12 +113,19 @@ def reduction(t, op: Op) -> None:
     src = op.operands[0]
     res = op.results[0]
     dt = _dtype_expr(op.result_types[0])
-    axis = "-1"
-    expr = f"{fn}({t.v(src)}, axis={axis})"
-    if len(op.operands) > 1:  # accumulator
-        acc = t.v(op.operands[1])
-        expr = {"add": f"({expr} + {acc})", "mul": f"({expr} * {acc})"}.get(name, expr)
+    acc = t.v(op.operands[1]) if len(op.operands) > 1 else None
+    if name in ("add", "mul") and op.result_types[0].scalar.kind == "float":
+        # floats: in order, the accumulator first (rt.fold)
+        expr = f"R.fold({t.v(src)}, np.{_ORDERED[name]}, {acc})"
+    else:
+        # integers wrap, min/max pick: every order gives the same value
+        expr = f"{fn}({t.v(src)}, axis=-1)"
+        if acc is not None:
+            expr = {"add": f"({expr} + {acc})", "mul": f"({expr} * {acc})"}.get(name, expr)
     t.out(f"{t.v(res)} = np.asarray({expr}).astype({dt})[()]")
+
+
+_ORDERED = {"add": "add", "mul": "multiply"}
 
 
 @emits("vector.fma", "math.fma", "llvm.intr.fma", "llvm.intr.fmuladd")

@@ -47,6 +47,18 @@ def merge(c, then, other):
     return select(c, then, other)
 
 
+def fold(x, ufunc, acc=None):
+    """An ordered reduction of the vector axis: `((acc . x0) . x1) . ...` with every step
+    rounded in the element type -- LLVM's `vector.reduce.fadd/fmul` without `reassoc`, which
+    `vector.reduction` lowers to. (numpy's `sum` adds pairwise: other roundings for 8 or more
+    elements, and slower on a short last axis.)"""
+    x = np.asarray(x)
+    r = x[..., 0] if acc is None else ufunc(acc, x[..., 0])
+    for j in range(1, x.shape[-1]):
+        r = ufunc(r, x[..., j])
+    return r
+
+
 def keep(active, new, old):
     """Loop-carried value under a loop mask: lanes still looping take `new`."""
     if old is None:

@@ -31,6 +31,7 @@ from ldssan.passes.ir.irview import Block, Function, Loc, ModuleView, Op
 from .ops import load_all
 from ldssan.passes.ir.types import Type
 from .errors import EmulationError, UnsupportedOp, fail_closed
+from .native import NativeBuildError, Planner, load as load_native
 from .uniformity import analyze, lockstep_refusal, split_possible
 
 __all__ = ["EmulationError", "Program", "Translator", "UnsupportedOp", "clear_cache", "translate",
@@ -49,6 +50,28 @@ class Program:
     filename: str
     # batched: a sync event may reach some of a batch's workgroups only (`split.BatchSplit`)
     may_split: bool = False
+    native: "NativeSummary | None" = None  # lockstep with native runs: what is compiled
+
+
+@dataclass
+class NativeSummary:
+    """The compiled/interpreted split of a translation (launch records carry it)."""
+
+    runs: list  # native.NativeRun
+    compiled_ops: int  # ops inside native runs
+    python_ops: int  # lane-wise ops left in Python: runs too short
+    why: str = ""  # the runs are not built (they run as Python): why
+
+    def calls(self) -> int:
+        return sum(r.calls for r in self.runs)
+
+    def as_dict(self, calls: int) -> dict:
+        """The split, with `calls` native calls made by one launch."""
+        out = {"runs": len(self.runs), "compiled_ops": self.compiled_ops, "python_lane_ops": self.python_ops,
+               "calls": calls, "fallbacks": sum(r.fallbacks for r in self.runs)}
+        if self.why:
+            out["not_built"] = self.why
+        return out
 
     def op_at(self, lineno: int) -> tuple[str, Loc] | None:
         return self.line_ops.get(lineno)
@@ -76,7 +99,7 @@ class Program:
 
 class Translator:
     def __init__(self, view: ModuleView, fn: Function, *, batched: bool = False, taint: bool = False,
-                 lockstep: bool = False):
+                 lockstep: bool = False, native: bool = False):
         self.view = view
         self.lockstep = lockstep  # the waves of a workgroup as one lane array (wave.LockstepCtx)
         # `ldssan rows`: kernels get taint lines (`taint.emit`); the host function never does
@@ -101,6 +124,9 @@ class Translator:
         # arguments, written after the kernel's, in the same source
         self._callees: dict[tuple[str, tuple[bool, ...]], str] = {}
         self._pending: list[tuple[Function, tuple[bool, ...], str]] = []
+        # lockstep: runs of lane-wise ops compiled to C (native/plan.py), called by these names
+        self.natives: dict[str, object] = {}
+        self.planner = Planner(self, fn.body) if native and lockstep and not self.taint else None
 
     def yield_event(self, ev, *, masked: bool = False) -> None:
         """Write a scheduling point: yield `ev` (events.py) to the scheduler; `masked`: the
@@ -156,7 +182,14 @@ class Translator:
     # -- structure ---------------------------------------------------------------------------
     def block(self, blk: Block) -> None:
         self.count_ops(blk)
-        for op in blk.ops:
+        self.ops(blk.ops)
+
+    def ops(self, ops: list[Op]) -> None:
+        """Emit consecutive ops of one block (lane-wise runs in C with a planner)."""
+        if self.planner is not None:
+            self.planner.block(ops)
+            return
+        for op in ops:
             self.op(op)
 
     def count_ops(self, blk: Block) -> None:
@@ -283,36 +316,54 @@ _CACHE: dict[str, Program] = {}  # translations by IR key; cleared by ldssan.run
 
 
 def translate(view: ModuleView, fn_name: str, *, batched: bool = False, lockstep: bool = False,
-              cache_key: str | None = None) -> Program:
+              native: bool = False, cache_key: str | None = None) -> Program:
     """Translate `fn_name` of `view` (cached by `cache_key`, normally the IR hash); `lockstep`:
-    for a `wave.LockstepCtx` (never with taint: `ldssan rows` runs per wave)."""
+    for a `wave.LockstepCtx` (never with taint: `ldssan rows` runs per wave); `native`
+    (lockstep only): runs of lane-wise ops compiled to C (native/)."""
     taint = _taint.current() is not None
     if taint and lockstep:
         raise ValueError("ldssan-emu: lockstep code is never translated with taint")
     if cache_key is not None:
-        cache_key = f"{cache_key}:{int(batched)}" + (":lockstep" if lockstep else "") + (":taint" if taint else "")
+        cache_key = (f"{cache_key}:{int(batched)}" + (":lockstep" if lockstep else "") + (":taint" if taint else "")
+                     + (":native" if native and lockstep else ""))
         if cache_key in _CACHE:
             return _CACHE[cache_key]
     fn = view.functions[fn_name]
-    tr = Translator(view, fn, batched=batched, taint=taint, lockstep=lockstep)
+    tr = Translator(view, fn, batched=batched, taint=taint, lockstep=lockstep, native=native)
     source = tr.translate()
     filename = f"<ldssan-emu:{fn_name}>"
-    namespace = {"R": rt, "np": np, **tr.events}
+    namespace = {"R": rt, "np": np, **tr.events, **tr.natives}
     exec(compile(source, filename, "exec"), namespace)
     prog = Program(
         name=fn_name, source=source, wave_fn=namespace["wave"], line_ops=tr.line_ops,
         n_args=len(fn.body[0].args), filename=filename,
-        may_split=batched and split_possible(fn.body),
+        may_split=batched and split_possible(fn.body), native=_build_native(tr.planner),
     )
     if cache_key is not None:
         _CACHE[cache_key] = prog
     return prog
 
 
+def _build_native(planner: Planner | None) -> NativeSummary | None:
+    """Compile the translation's native runs (one module); if they cannot be built they stay
+    unbound and run as Python, the reason kept for the launch record."""
+    if planner is None:
+        return None
+    summary = NativeSummary(planner.runs, planner.compiled_ops, planner.python_ops)
+    if planner.runs:
+        try:
+            lib = load_native(planner.source())
+            for run in planner.runs:
+                run.bind(lib)
+        except NativeBuildError as exc:
+            summary.why = str(exc).splitlines()[0]
+    return summary
+
+
 _REFUSALS: dict[str, str | None] = {}  # lockstep refusals by IR key (None: lockstep runs it)
 
 
-def translate_lockstep(view: ModuleView, fn_name: str, *, batched: bool,
+def translate_lockstep(view: ModuleView, fn_name: str, *, batched: bool, native: bool = False,
                        cache_key: str | None = None) -> tuple[Program | None, str | None]:
     """The lockstep translation of kernel `fn_name` (`wave.LockstepCtx`), or None and why the
     kernel cannot run in lockstep: `uniformity.lockstep_refusal`, or an op with no lockstep
@@ -326,7 +377,7 @@ def translate_lockstep(view: ModuleView, fn_name: str, *, batched: bool,
     if why is not None:
         return None, why
     try:
-        return translate(view, fn_name, batched=batched, lockstep=True, cache_key=cache_key), None
+        return translate(view, fn_name, batched=batched, lockstep=True, native=native, cache_key=cache_key), None
     except (EmulationError, NotImplementedError) as exc:
         why = f"no lockstep translation: {str(exc).splitlines()[0]}"
         if key is not None:

@@ -34,7 +34,7 @@ class Launcher:
 
     def __init__(self, view: ModuleView, gmem: GlobalMemory, *, policy: Policy, batch: int = 1,
                  ir_key: str = "", sanitizer=None, resident: int = 1, time_limit: float | None = None,
-                 step_budget: int | None = None):
+                 step_budget: int | None = None, native: str = "auto"):
         self.view = view
         self.gmem = gmem
         self.policy = policy
@@ -47,6 +47,7 @@ class Launcher:
         self.ir_key = ir_key
         self.sanitizer = sanitizer  # object with .begin_batch(...) -> per-wave hooks, or None
         self.records: list[LaunchRecord] = []
+        self.native = native  # "auto" | "on" | "off": lockstep runs of lane-wise ops in C (runners.LaunchRun)
 
     def _key(self, name: str) -> str | None:
         # no content hash -> no caching (a stale translation must never run)
@@ -69,7 +70,7 @@ class Launcher:
         """One `gpu.launch_func`: its geometry, its plan, then the plan's runner."""
         geom = Geometry.of(self.view, name, grid, block, smem, cluster)
         run = LaunchRun(self.view, self.gmem, geom, sanitizer=self.sanitizer, cache_key=self._key(name),
-                        limits=self.limits)
+                        limits=self.limits, native=self.native)
         plan = plan_launch(geom, policy=self.policy, batch=self.batch, resident=self.resident,
                            taint=_taint.current() is not None, lockstep_refusal=run.lockstep_refusal)
         rec = run.record = LaunchRecord(name, geom.grid, geom.block, geom.lds_bytes, str(plan.policy),
@@ -78,9 +79,13 @@ class Launcher:
             rec.stats["lockstep_refused"] = plan.lockstep_refused
         if plan.lockstep_batch_refused:
             rec.stats["lockstep_batch_refused"] = plan.lockstep_batch_refused
+        native = run.native_program(plan)
+        calls = native.calls() if native else 0
         t0 = time.perf_counter()
         RUNNERS[plan.strategy](plan, geom, run, args)
         rec.seconds = time.perf_counter() - t0
+        if native:
+            rec.stats["native"] = native.as_dict(native.calls() - calls)
         self.records.append(rec)
 
 
@@ -163,7 +168,7 @@ def parse_module(text: str) -> ModuleView:
 
 def run_kernel(view: ModuleView, kernel: str, *, grid, block, args: list, policy: Policy | str = "round-robin",
                batch: int = 1, smem: int = 0, sanitizer=None, resident: int = 1, cluster=None,
-               time_limit: float | None = None, step_budget: int | None = None) -> Launcher:
+               time_limit: float | None = None, step_budget: int | None = None, native: str = "auto") -> Launcher:
     """Launch `kernel` of `view` directly. numpy arrays in `args` become global pointers
     (results land in them); other values are passed as they are. `cluster`: cluster dims
     (x, y, z) for a cluster launch; `time_limit` / `step_budget`: as `limits.Limits`."""
@@ -180,6 +185,6 @@ def run_kernel(view: ModuleView, kernel: str, *, grid, block, args: list, policy
         else:
             values.append(a)
     launcher = Launcher(view, gmem, policy=policy, batch=batch, ir_key=view.key or None, sanitizer=sanitizer,
-                        resident=resident, time_limit=time_limit, step_budget=step_budget)
+                        resident=resident, time_limit=time_limit, step_budget=step_budget, native=native)
     launcher.launch_kernel(kernel, grid, block, smem, tuple(values), cluster)
     return launcher

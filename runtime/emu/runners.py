@@ -31,6 +31,7 @@ from .wave import WAVE, Budget, LockstepCtx, LockstepHooks, WaveCtx
 # loop iterations; per 1024 threads of a launch, CPU seconds of emulation
 STEP_BUDGET = 50_000_000
 TIME_LIMIT = 10.0
+NATIVE_LANES = 8192
 LDS_FILL = 0xFF  # fresh LDS reads as NaN / -1: uninitialised data is visible to output checks
 
 
@@ -64,7 +65,7 @@ class LaunchRun:
     and covers every run of the launch, translation included."""
 
     def __init__(self, view, gmem: GlobalMemory, geom: Geometry, *, sanitizer: Sanitizer | None,
-                 cache_key: str | None, limits: Limits):
+                 cache_key: str | None, limits: Limits, native: str = "auto"):
         self.view = view
         self.gmem = gmem
         self.kernel = geom.kernel
@@ -74,6 +75,9 @@ class LaunchRun:
         seconds = limits.seconds(TIME_LIMIT, geom.n_threads * geom.n_groups, sum(r.size for r in gmem.regions))
         self._clock = (seconds, time.process_time() + seconds, f"@{geom.kernel} grid={geom.grid} block={geom.block}")
         self._programs: dict[bool, Program] = {}
+        # lockstep runs of lane-wise ops compiled to C ("auto": launches of NATIVE_LANES
+        # threads or more, where a call's fixed cost is small beside its lanes' work)
+        self.native = native == "on" or (native == "auto" and geom.n_threads * geom.n_groups >= NATIVE_LANES)
         self._lockstep: dict[bool, tuple[Program | None, str | None]] = {}
         self.record: LaunchRecord | None = None
 
@@ -91,13 +95,21 @@ class LaunchRun:
         got = self._lockstep.get(batched)
         if got is None:
             got = self._lockstep[batched] = translate_lockstep(self.view, self.kernel, batched=batched,
-                                                               cache_key=self.cache_key)
+                                                               native=self.native, cache_key=self.cache_key)
         return got[1]
 
     def lockstep_program(self, batched: bool) -> Program:
         if self.lockstep_refusal(batched) is not None:
             raise AssertionError("ldssan-emu: a lockstep run of a kernel refused lockstep")
         return self._lockstep[batched][0]
+
+    def native_program(self, plan: LaunchPlan):
+        """The native split (`codegen.NativeSummary`) of the translation `plan`'s runs use, if
+        it has native runs."""
+        if not (plan.lockstep and self.native):
+            return None
+        prog = self._lockstep.get(plan.lockstep_batched, (None, None))[0]
+        return prog.native if prog is not None else None
 
     def budget(self, threads: int) -> Budget:
         """The budget of one scheduler run of `threads` threads in all."""

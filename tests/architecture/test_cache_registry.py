@@ -23,6 +23,7 @@ NOT_CACHES = {
     "ldssan.passes.gfx1250.ASYNC_COPIES": "the async copy ops, registered at import",
     "ldssan.passes.locations._ns": "the namespace the call-site wrapper is compiled in",
     "ldssan.mutate.operators.OPERATORS": "the mutation operators, registered at import",
+    "ldssan.runtime.emu.native.cops.CEMIT": "the native runs' C emitters, registered at import",
     "ldssan.mutate.target._REGISTRY": "the registered campaign case factories",
     "ldssan.mutate.coop._FACTORIES": "the coop modules' case factories, registered at import",
     "ldssan.variants._ORIGINS": "which user file each variant file stands for",

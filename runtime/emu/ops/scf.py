@@ -21,10 +21,8 @@ def _yield(blk: Block) -> Op | None:
 def _body(t, blk: Block) -> None:
     """Emit a block's ops except its terminator (handled by the parent)."""
     t.count_ops(blk)
-    for op in blk.ops:
-        if op is blk.ops[-1] and op.name in ("scf.yield", "scf.condition"):
-            break
-        t.op(op)
+    end = len(blk.ops) - 1 if _yield(blk) is not None else len(blk.ops)
+    t.ops(blk.ops[:end])
     if not blk.ops or blk.ops[-1].name not in ("scf.yield", "scf.condition"):
         t.out("pass")
 

@@ -28,6 +28,7 @@ from .crosslane import (ballot, bpermute, collapse_uniform, dpp, mbcnt, permlane
                         readfirstlane_groups, readlane_groups, shuffle, swizzle, transpose8)
 from .ints import (ceildivsi, ceildivui, cmpf, cmpi, ctlz, ctpop, cttz, divsi, divui, floordivsi, perm, remsi,
                    remui, shli, shrsi, shrui, umax, umin)
+from ..native.runs import call as native
 from .lanes import fold, keep, lanes, merge, narrow, select, tuple_set
 from .memory import (buffer_load, buffer_store, constant_global, global_load, global_load_uniform, global_store,
                      lds_load,
@@ -39,7 +40,7 @@ from .taint import (t_buffer_load, t_buffer_store, t_global_load, t_global_store
 
 __all__ = [
     "AsyncCopy", "DTYPES", "amdgcn_approx", "cvt_pk_f8",
-    "TdmCopy", "WMMA_ELEM", "fold", "atomic_cmpxchg", "atomic_rmw", "ballot", "bitcast_lanes",
+    "TdmCopy", "WMMA_ELEM", "fold", "native", "atomic_cmpxchg", "atomic_rmw", "ballot", "bitcast_lanes",
     "bitcast_uniform", "bpermute", "buffer_load", "collapse_uniform", "constant_global", "dpp", "permlane", "permlane_select",
     "swizzle", "buffer_store", "ceildivsi", "ceildivui", "cmpf", "cmpi", "ctlz", "ctpop",
     "cttz", "dense", "divsi", "divui", "erf", "extsi", "extui", "fconv", "floordivsi", "flush_denormals", "fptosi", "fptoui", "fwide",

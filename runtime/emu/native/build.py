@@ -1,0 +1,100 @@
+"""Compiling native runs: C source to a shared object loaded with ctypes.
+
+The compiler is `python -m ziglang cc` (clang inside PyPI `ziglang`, already a dependency for
+the gfx1250 linker), so no system compiler is needed. The module links with nothing
+(`-nostdlib`: the C uses builtins only) and never contracts a multiply-add
+(`-ffp-contract=off`): every float op rounds once, as numpy's does. Objects are cached on
+disk under the digest of the source, the flags and ziglang's version
+(`$XDG_CACHE_HOME/ldssan/native/`), written beside and renamed so concurrent processes never
+load half a file.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import importlib.metadata
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from functools import cache
+from pathlib import Path
+
+from ldssan.passes.ir.caches import register_cache
+from ldssan.passes.ir.errors import LdssanError
+
+# for this CPU (AVX2 where there is one: the runs are memory-bound loops, 1.5x faster than
+# SSE4.2's); the CPU's identity is part of the cache key, so a cache shared by machines
+# never hands one of them code it cannot run
+FLAGS = ("-O2", "-shared", "-fPIC", "-nostdlib", "-ffp-contract=off", "-fno-math-errno", "-mcpu=native", "-w")
+TIMEOUT = 120  # seconds; a first run of zig builds nothing for -nostdlib (about 0.2 s)
+
+
+class NativeBuildError(LdssanError, RuntimeError):
+    """The C of a native run did not compile or load (the runs then stay interpreted)."""
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "ldssan" / "native"
+
+
+@register_cache
+@cache
+def _zig_version() -> str:
+    try:
+        return importlib.metadata.version("ziglang")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+@register_cache
+@cache
+def _cpu() -> str:
+    """The host CPU's model and features (what `-mcpu=native` compiles for)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.machine() + platform.processor()
+    keep = [ln for ln in text.splitlines() if ln.startswith(("model name", "flags"))][:2]
+    return "\n".join(keep)
+
+
+def digest(source: str) -> str:
+    h = hashlib.sha256()
+    for part in (source, " ".join(FLAGS), _zig_version(), _cpu()):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+def load(source: str) -> ctypes.CDLL:
+    """The shared object of `source`, compiled once per machine (NativeBuildError if not)."""
+    if not _zig_version():
+        raise NativeBuildError("no C compiler: the `ziglang` package (a dependency of ldssan) is not installed")
+    root = cache_dir()
+    so = root / f"{digest(source)}.so"
+    if so.is_file():
+        try:
+            return ctypes.CDLL(str(so))
+        except OSError:
+            so.unlink(missing_ok=True)  # a damaged object: built again below
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root) as tmp:
+        c = Path(tmp) / "runs.c"
+        c.write_text(source)
+        out = Path(tmp) / "runs.so"
+        try:
+            done = subprocess.run([sys.executable, "-m", "ziglang", "cc", *FLAGS, "-o", str(out), str(c)],
+                                  capture_output=True, text=True, timeout=TIMEOUT)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise NativeBuildError(f"the C compiler did not run: {exc}") from exc
+        if done.returncode != 0 or not out.is_file():
+            raise NativeBuildError(f"the C compiler failed: {(done.stderr or done.stdout).strip()[:600]}")
+        os.replace(out, so)
+    try:
+        return ctypes.CDLL(str(so))
+    except OSError as exc:
+        raise NativeBuildError(f"the compiled runs do not load: {exc}") from exc

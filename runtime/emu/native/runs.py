@@ -1,0 +1,80 @@
+"""A native run: consecutive lane-wise ops of a lockstep translation, compiled to one C
+function over the lanes, and its call at run time.
+
+The C function is `void NR<k>(int64_t L, char **P)`: P holds the inputs' addresses then the
+outputs'. A uniform input is read once; per-lane inputs and outputs are C-contiguous arrays
+of L lanes (a strided view is copied first), so the lane loop is plain affine code the
+compiler vectorizes. `call` returns None when an input is not of the dtype and shape the translation expected,
+or the module did not build: the generated code then runs the ops' Python lines instead.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A value crossing the run's boundary: its dtype and elements per lane (1: a scalar)."""
+
+    dtype: np.dtype
+    width: int
+    varying: bool = True  # per lane; else one value for all lanes
+
+
+@dataclass
+class NativeRun:
+    name: str  # the C function
+    inputs: tuple[Slot, ...]
+    outputs: tuple[Slot, ...]
+    ops: tuple[str, ...]  # the op names it compiles, in order
+    fn: object = None  # the loaded function; None: not built (why)
+    why: str = ""
+    calls: int = field(default=0, compare=False)
+    fallbacks: int = field(default=0, compare=False)
+
+    def bind(self, lib: ctypes.CDLL) -> None:
+        fn = getattr(lib, self.name)
+        fn.argtypes = (ctypes.c_int64, ctypes.c_void_p)
+        fn.restype = None
+        self.fn = fn
+
+
+def _as_input(x, slot: Slot, L: int) -> np.ndarray | None:
+    """Input `x` as the C reads it: a uniform value of the slot's shape, or C-contiguous lanes
+    (copied if it is a view); None if its dtype or shape is not the slot's."""
+    a = x if type(x) is np.ndarray else np.asarray(x)
+    if a.dtype != slot.dtype:
+        return None
+    shape = () if slot.width == 1 else (slot.width,)
+    if not slot.varying:
+        return a if a.shape == shape else None
+    if a.shape != (L,) + shape:
+        return None
+    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+
+
+def call(run: NativeRun, L: int, ins: tuple) -> tuple | None:
+    """The run's outputs for lanes 0..L-1, or None (the caller runs the Python lines)."""
+    fn = run.fn
+    if fn is None:
+        return None
+    n = len(ins)
+    ptrs = np.empty(n + len(run.outputs), np.uint64)
+    held = []
+    for k, (x, slot) in enumerate(zip(ins, run.inputs)):
+        a = _as_input(x, slot, L)
+        if a is None:
+            run.fallbacks += 1
+            return None
+        held.append(a)
+        ptrs[k] = a.ctypes.data
+    outs = tuple(np.empty((L,) if s.width == 1 else (L, s.width), s.dtype) for s in run.outputs)
+    for k, o in enumerate(outs):
+        ptrs[n + k] = o.ctypes.data
+    fn(L, ptrs.ctypes.data)
+    run.calls += 1
+    return outs

@@ -173,6 +173,11 @@ OPTIONS = {
                    "bytes of post-states kept to replay a launch identical to an earlier one (same build, "
                    "arguments, options and memory bytes; least recently used first out; docs/memo.md): "
                    "a byte count such as 512M, or 0 (off)", _bytes),
+    "native": Option(f"{PREFIX}_NATIVE", "auto",
+                     "lockstep runs of lane-wise ops compiled to C for this CPU (python -m ziglang cc, cached "
+                     "under ~/.cache/ldssan/native): auto (launches of 8192 threads or more), on, off; the "
+                     "results are the same bits either way (docs/virtual-gfx1250.md)",
+                     str.lower, ("auto", "on", "off")),
     "coverage": Option(f"{PREFIX}_COVERAGE", False, "print each kernel's instrumented sites by kind", _bool),
     "max_reports": Option(f"{PREFIX}_MAX_REPORTS", 20, "violations printed in full per test", _positive),
     "lint": Option(f"{PREFIX}_LINT", "warn",

@@ -125,6 +125,7 @@ def _make_config(policy, ring: int, batch: int, resident: int = 1, engine: str =
     coverage = bool(config.get("coverage"))  # read here, so a bad value fails before any launch
     budget = config.get("memo") if memo is None else memo
     isa = config.get("isa")
+    native = config.get("native")
     if isa != "off":
         from .isa import sanitized  # FlyDSL's linker path: loaded only when asked for
 
@@ -154,7 +155,8 @@ def _make_config(policy, ring: int, batch: int, resident: int = 1, engine: str =
         return launches.config, launches
     lim = limits if limits is not None else _limits(None, None)
     run = RunConfig(policy=policy, batch=1 if callable(batch) else batch_option(batch), resident=resident,
-                    sanitize=True, time_limit=lim.time_limit, step_budget=lim.step_budget, ring=ring, isa=isa)
+                    sanitize=True, time_limit=lim.time_limit, step_budget=lim.step_budget, ring=ring, isa=isa,
+                    native=native)
     cfg = EmuConfig(run, on_fault=on_fault, sentinel_pass=instrument_pass, memo=Memo(budget) if budget else None,
                     scope=kernels)
 

@@ -35,15 +35,21 @@ class EmulateRefused(LdssanError, RuntimeError):
     runtime on a real gfx1250; lockstep under the device runtime): refused, never unchecked."""
 
 
+NATIVE_CHOICES = ("auto", "on", "off")
+
+
 def emulate(policy: "Policy | str" = "round-robin", *, batch: "int | str" = "auto", resident: int = 1,
-            time_limit: "float | str | None" = None, step_budget: "int | str | None" = None):
+            time_limit: "float | str | None" = None, step_budget: "int | str | None" = None,
+            native: str | None = None):
     """Launches of FlyDSL kernels inside the block run on the virtual gfx1250.
 
     `batch` workgroups run together on the lane axis (throughput); "auto": as many as fit the
     lane budget under the lockstep policy, one at a time under per-wave policies. `resident`
     workgroups run at once, interleaved by the scheduler (persistent kernels that wait on
     each other). `time_limit` (CPU seconds per launch) and `step_budget` (loop iterations
-    per scheduler run): None or "auto" scale with the launch (`limits.py`).
+    per scheduler run): None or "auto" scale with the launch (`limits.py`). `native`: lockstep
+    runs of lane-wise ops compiled to C, "auto" (big launches), "on" or "off" (the same
+    results; docs/virtual-gfx1250.md); None: the enclosing sanitizer's, else "auto".
 
     Under an active sanitizer (`ldssan.enable()`, FLYDSL_LDSSAN=1, or an enclosing
     `ldssan.sanitize()` block) the launches run with this policy AND are checked, their
@@ -55,22 +61,24 @@ def emulate(policy: "Policy | str" = "round-robin", *, batch: "int | str" = "aut
     resident = arguments.integer("emulate", "resident", resident, 1)
     arguments.batch_and_resident("emulate", batch, resident)
     limits = Limits(time_limit, step_budget)  # a bad value fails here, before any launch
+    if native is not None:
+        native = arguments.choice("emulate", "native", native, NATIVE_CHOICES)
     install_locations()  # refusals and faults name the raw builders' own lines, not `def`
-    return _emulated(policy, batch, resident, limits)
+    return _emulated(policy, batch, resident, limits, native)
 
 
 @contextmanager
-def _emulated(policy: Policy, batch: int, resident: int, limits: Limits):
-    with active(_config_under(current(), policy, batch, resident, limits)) as cfg:
+def _emulated(policy: Policy, batch: int, resident: int, limits: Limits, native: str | None):
+    with active(_config_under(current(), policy, batch, resident, limits, native)) as cfg:
         yield cfg
 
 
 def _config_under(outer: "EmuConfig | None", policy: Policy, batch: int, resident: int,
-                  limits: Limits) -> EmuConfig:
+                  limits: Limits, native: str | None = None) -> EmuConfig:
     """emulate()'s config: plain, or the active sanitizer's with this schedule."""
     if outer is None or not outer.sanitize:
         return EmuConfig(RunConfig(policy=policy, batch=batch, resident=resident, time_limit=limits.time_limit,
-                                   step_budget=limits.step_budget))
+                                   step_budget=limits.step_budget, native=native or "auto"))
     executor = outer.run.executor
     if executor == "hardware":
         raise EmulateRefused("ldssan: emulate() inside a sanitizer that runs on a real gfx1250 "
@@ -82,7 +90,7 @@ def _config_under(outer: "EmuConfig | None", policy: Policy, batch: int, residen
                              "(FLYDSL_LDSSAN_DEVICE=emulated): the device runtime runs waves one at "
                              "a time; pass a per-wave policy (canonical, round-robin, random(SEED), ...)")
     # a fresh launch list: the outer config's records are its own; limits given here win
-    run = replace(outer.run, policy=policy, batch=batch, resident=resident,
+    run = replace(outer.run, policy=policy, batch=batch, resident=resident, native=native or outer.run.native,
                   time_limit=outer.time_limit if limits.time_limit is None else limits.time_limit,
                   step_budget=outer.step_budget if limits.step_budget is None else limits.step_budget)
     return replace(outer, run=run, launches=[])

@@ -446,7 +446,8 @@ class EmuCallState:
         elif cfg.sanitize and cfg.scope is not None:  # built plain: outside the scope
             cfg.scope.skipped([(n, file_of(f.loc)) for n, f in view.functions.items() if f.is_kernel])
         launcher = Launcher(view, gmem, policy=cfg.policy, batch=cfg.batch, time_limit=cfg.time_limit,
-                            step_budget=cfg.step_budget, ir_key=key, sanitizer=sanitizer, resident=cfg.resident)
+                            step_budget=cfg.step_budget, ir_key=key, sanitizer=sanitizer, resident=cfg.resident,
+                            native=cfg.run.native)
         try:
             memo.run_host(cfg.memo, launcher, entry, values, raws)
             cfg.launches.extend(launcher.records)

@@ -44,6 +44,9 @@ class RunConfig:
     # FLYDSL_LDSSAN_ISA: each sanitized build is also built for gfx1250 and ISA-checked, its
     # findings warnings ("warn") or errors ("error"); "off": not (ldssan/isa/sanitized.py)
     isa: str = "off"
+    # lockstep runs of lane-wise ops compiled to C (native/): "auto" (launches of 8192
+    # threads or more), "on", "off"; the results are the same bits either way
+    native: str = "auto"
 
     @property
     def executor(self) -> str:

@@ -39,21 +39,6 @@ __all__ = ["EmulationError", "Program", "Translator", "UnsupportedOp", "clear_ca
 
 
 @dataclass
-class Program:
-    """A translated kernel: the generator factory and what it needs to run."""
-
-    name: str
-    source: str
-    wave_fn: object
-    line_ops: dict[int, tuple[str, Loc]]
-    n_args: int
-    filename: str
-    # batched: a sync event may reach some of a batch's workgroups only (`split.BatchSplit`)
-    may_split: bool = False
-    native: "NativeSummary | None" = None  # lockstep with native runs: what is compiled
-
-
-@dataclass
 class NativeSummary:
     """The compiled/interpreted split of a translation (launch records carry it)."""
 
@@ -72,6 +57,21 @@ class NativeSummary:
         if self.why:
             out["not_built"] = self.why
         return out
+
+
+@dataclass
+class Program:
+    """A translated kernel: the generator factory and what it needs to run."""
+
+    name: str
+    source: str
+    wave_fn: object
+    line_ops: dict[int, tuple[str, Loc]]
+    n_args: int
+    filename: str
+    # batched: a sync event may reach some of a batch's workgroups only (`split.BatchSplit`)
+    may_split: bool = False
+    native: "NativeSummary | None" = None  # lockstep with native runs: what is compiled
 
     def op_at(self, lineno: int) -> tuple[str, Loc] | None:
         return self.line_ops.get(lineno)

@@ -80,6 +80,10 @@ static inline uint16_t f2bf(float f) {
   return (uint16_t)((x.u + 0x7FFFu + ((x.u >> 16) & 1u)) >> 16);
 }
 static inline int isnan_f(double f) { return f != f; }
+/* x86 (numpy's loops, ml_dtypes' float ops) returns the first operand of a binary op when it
+   is a NaN, quieted. The compiler may swap the operands of + and *: name the winner. */
+static inline float qnan_f(float f) { union { uint32_t u; float f; } x; x.f = f; x.u |= 0x00400000u; return x.f; }
+static inline double qnan_d(double f) { union { uint64_t u; double f; } x; x.f = f; x.u |= 0x0008000000000000ull; return x.f; }
 """
 
 
@@ -106,6 +110,11 @@ class COp:
         """Operand k's element j in the compute type (bf16 widened to float)."""
         x = self.args[k](j)
         return f"bf2f({x})" if self.arg_elems[k].kind == "bf16" else x
+
+    def arith(self, a: str, o: str, b: str) -> str:
+        """`a o b` in the compute type, a NaN `a` winning as on x86 (PRELUDE)."""
+        q = "qnan_d" if self.elem.compute == "double" else "qnan_f"
+        return f"(isnan_f({a}) ? {q}({a}) : {a} {o} {b})"
 
     def narrow(self, expr: str) -> str:
         """A compute-type expression stored as the result's element (bf16 rounded)."""
@@ -139,7 +148,7 @@ def float_binary(c: COp):
     if c.elem.kind not in ("float", "bf16") or not _same_elems(c):
         return None
     o = _FLOAT_BIN[c.op.name]
-    return c.each(lambda j: c.narrow(f"{c.wide(0, j)} {o} {c.wide(1, j)}"))
+    return c.each(lambda j: c.narrow(c.arith(c.wide(0, j), o, c.wide(1, j))))
 
 
 @cemits("arith.maximumf", "arith.minimumf")
@@ -287,7 +296,7 @@ def bitcast(c: COp):
     return [f"__builtin_memcpy({c.res}, {src}, {c.elem.bits // 8 * c.n});"]
 
 
-@cemits("vector.broadcast", "vector.splat")
+@cemits("vector.broadcast")
 def broadcast(c: COp):
     if c.arg_widths[0] != 1 or c.arg_elems[0] != c.elem:
         return None
@@ -328,10 +337,10 @@ def reduction(c: COp):
     o = "+" if name == "add" else "*"
     n = c.arg_widths[0]
     if a.kind in ("float", "bf16"):  # R.fold: in order, the accumulator first, rounded per step
-        first = (c.narrow(f"{c.wide(1, '0')} {o} {c.wide(0, '0')}") if len(c.op.operands) > 1
+        first = (c.narrow(c.arith(c.wide(1, "0"), o, c.wide(0, "0"))) if len(c.op.operands) > 1
                  else c.args[0]("0"))
         acc = f"bf2f({c.res}[0])" if a.kind == "bf16" else f"{c.res}[0]"
-        step = c.narrow(f"{acc} {o} {c.wide(0, 'j')}")
+        step = c.narrow(c.arith(acc, o, c.wide(0, "j")))
         return [f"{c.res}[0] = {first};", f"for (int j = 1; j < {n}; j++) {c.res}[0] = {step};"]
     if a.kind != "int":
         return None

@@ -1,0 +1,299 @@
+"""Native runs (runtime/emu/native/): lane-wise ops compiled to C give the interpreter's bits.
+
+Each case is a small kernel whose ops form native runs, run on inputs full of edge values
+(NaN of both signs, infinities, signed zeros, subnormals, bf16 rounding ties, integer
+extremes) with the runs compiled and with them off; the outputs must be equal bit for bit.
+Then the bundled kernels (plain, sanitized, with planted bugs), the fallbacks (no compiler,
+an input of an unexpected dtype) and the disk cache."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+import torch
+
+from ldssan import hook
+from ldssan.kernels import rmsnorm as rms
+from ldssan.runtime.emu import emulate
+from ldssan.runtime.emu import codegen
+from ldssan.runtime.emu.launch import parse_module, run_kernel
+from ldssan.runtime.emu.native import NativeBuildError, NativeRun, build, call
+from ldssan.runtime.emu.native.cops import CEMIT
+from ldssan.runtime.emu.native.runs import Slot
+from ldssan.variants import load_variant
+from tests.sanitizer.test_rmsnorm_bugs import VARIANTS, _inputs
+
+N = 256  # lanes: 8 waves of one workgroup
+
+
+def _module(body: str, out_type: str) -> str:
+    return f"""
+module attributes {{gpu.container_module}} {{
+  gpu.module @k {{
+    gpu.func @kern(%out: !llvm.ptr<1>, %a: !llvm.ptr<1>, %b: !llvm.ptr<1>) kernel {{
+      %tid = gpu.thread_id x
+      %t = arith.index_cast %tid : index to i32
+      %pa = llvm.getelementptr %a[%t] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, i32
+      %pb = llvm.getelementptr %b[%t] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, i32
+      %ia = llvm.load %pa : !llvm.ptr<1> -> i32
+      %ib = llvm.load %pb : !llvm.ptr<1> -> i32
+      %x = arith.bitcast %ia : i32 to f32
+      %y = arith.bitcast %ib : i32 to f32
+{body}
+      %po = llvm.getelementptr %out[%t] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, {out_type}
+      llvm.store %r, %po : {out_type}, !llvm.ptr<1>
+      gpu.return
+    }}
+  }}
+}}"""
+
+
+def _edge_inputs() -> tuple[np.ndarray, np.ndarray]:
+    f = np.float32
+    special = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, -np.nan, 1e-45, -1e-45, 1.17549435e-38,
+                        3.4028235e38, -3.4028235e38, 1.5, 2.5, 0.1, 65504.0, 1e30, -7.0, 3.0], f).view(np.uint32)
+    ties = np.array([0x3F808000, 0x3F818000, 0x3F80_7FFF, 0x7F7F_FFFF, 0x0000_8000, 0x7FC0_0001, 0xFF80_0001,
+                     0x8000_0001, 0x7FFF_FFFF, 0x8000_0000, 0xFFFF_FFFF, 0x0000_0001], np.uint32)
+    rng = np.random.default_rng(7)
+    a = rng.integers(0, 2 ** 32, N, dtype=np.uint32)
+    head = np.concatenate([special, ties])
+    a[:len(head)] = head
+    b = np.concatenate([a[1:], a[:1]])  # every edge value meets its neighbours
+    b[len(head):len(head) + 32] = a[len(head):len(head) + 32]  # and equal pairs
+    return a.view(np.int32), b.view(np.int32)
+
+
+def _run(body: str, out_type: str, native: str, width: int = 1):
+    a, b = _edge_inputs()
+    out = np.zeros(N * width, np.int32)
+    launcher = run_kernel(parse_module(_module(body, out_type)), "kern", grid=(1, 1, 1), block=(N, 1, 1),
+                          args=[out, a, b], policy="lockstep", native=native)
+    return out, launcher.records[-1].stats.get("native")
+
+
+_FCMP = ["false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord", "ueq", "ugt", "uge", "ult", "ule", "une",
+         "uno", "true"]
+_ICMP = ["eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge"]
+
+
+def _packed(preds: list[str], op: str, ty: str, a: str, b: str) -> str:
+    """One bit per predicate, summed into %r: every predicate of `op` on (a, b)."""
+    lines = ["      %acc0 = arith.constant 0 : i32"]
+    for k, p in enumerate(preds):
+        lines += [f"      %c{k} = {op} {p}, {a}, {b} : {ty}",
+                  f"      %e{k} = arith.extui %c{k} : i1 to i32",
+                  f"      %w{k} = arith.constant {1 << k} : i32",
+                  f"      %m{k} = arith.muli %e{k}, %w{k} : i32",
+                  f"      %acc{k + 1} = arith.addi %acc{k}, %m{k} : i32"]
+    return "\n".join(lines) + f"\n      %r = arith.addi %acc{len(preds)}, %acc0 : i32"
+
+
+CASES = {
+    "float arithmetic": ("""
+      %s = arith.addf %x, %y : f32
+      %m = arith.mulf %s, %x : f32
+      %d = arith.divf %m, %y : f32
+      %u = arith.subf %d, %x : f32
+      %n = arith.negf %u : f32
+      %r = arith.bitcast %n : f32 to i32""", "i32", 1),
+    "min max select": ("""
+      %hi = arith.maximumf %x, %y : f32
+      %lo = arith.minimumf %x, %y : f32
+      %lt = arith.cmpf olt, %hi, %lo : f32
+      %s = arith.select %lt, %hi, %lo : f32
+      %q = arith.addf %s, %hi : f32
+      %r = arith.bitcast %q : f32 to i32""", "i32", 1),
+    "cmpf every predicate": (_packed(_FCMP, "arith.cmpf", "f32", "%x", "%y"), "i32", 1),
+    "cmpi every predicate": (_packed(_ICMP, "arith.cmpi", "i32", "%ia", "%ib"), "i32", 1),
+    "math": ("""
+      %q = math.sqrt %x : f32
+      %s = math.rsqrt %y : f32
+      %ab = math.absf %x : f32
+      %u = arith.addf %q, %s : f32
+      %v = arith.mulf %u, %ab : f32
+      %r = arith.bitcast %v : f32 to i32""", "i32", 1),
+    "bf16": ("""
+      %xb = arith.truncf %x : f32 to bf16
+      %yb = arith.truncf %y : f32 to bf16
+      %s = arith.addf %xb, %yb : bf16
+      %m = arith.mulf %s, %xb : bf16
+      %d = arith.divf %m, %yb : bf16
+      %n = arith.negf %d : bf16
+      %c = arith.cmpf ult, %n, %xb : bf16
+      %sel = arith.select %c, %n, %yb : bf16
+      %e = arith.extf %sel : bf16 to f32
+      %ce = arith.extui %c : i1 to i32
+      %eb = arith.bitcast %e : f32 to i32
+      %r = arith.xori %eb, %ce : i32""", "i32", 1),
+    "integers": ("""
+      %s = arith.addi %ia, %ib : i32
+      %m = arith.muli %s, %ia : i32
+      %d = arith.subi %m, %ib : i32
+      %an = arith.andi %d, %ia : i32
+      %o = arith.ori %an, %ib : i32
+      %r = arith.xori %o, %s : i32""", "i32", 1),
+    "integer casts": ("""
+      %e = arith.extsi %ia : i32 to i64
+      %m = arith.muli %e, %e : i64
+      %tr = arith.trunci %m : i64 to i32
+      %i8 = arith.trunci %ia : i32 to i8
+      %bs = arith.extsi %i8 : i8 to i32
+      %bu = arith.extui %i8 : i8 to i32
+      %one = arith.trunci %ib : i32 to i1
+      %os = arith.extsi %one : i1 to i32
+      %ic = arith.index_cast %ia : i32 to index
+      %k = arith.index_castui %ic : index to i32
+      %s1 = arith.addi %tr, %bs : i32
+      %s2 = arith.addi %s1, %bu : i32
+      %s3 = arith.xori %s2, %os : i32
+      %bo = arith.cmpi slt, %ia, %ib : i32
+      %bn = arith.andi %bo, %one : i1
+      %bx = arith.ori %bn, %one : i1
+      %by = arith.xori %bx, %bo : i1
+      %bz = arith.extui %by : i1 to i32
+      %s4 = arith.addi %s3, %bz : i32
+      %r = arith.subi %s4, %k : i32""", "i32", 1),
+    "int to float, f64": ("""
+      %f = arith.sitofp %ia : i32 to f32
+      %l = arith.extsi %ib : i32 to i64
+      %g = arith.sitofp %l : i64 to f32
+      %e = arith.extf %f : f32 to f64
+      %h = arith.mulf %e, %e : f64
+      %w = arith.extf %g : f32 to f64
+      %z = arith.addf %h, %w : f64
+      %tz = arith.truncf %z : f64 to f32
+      %q = arith.divf %tz, %x : f32
+      %r = arith.bitcast %q : f32 to i32""", "i32", 1),
+    "vectors": ("""
+      %v = vector.broadcast %x : f32 to vector<4xf32>
+      %w = vector.insert %y, %v [2] : f32 into vector<4xf32>
+      %m = arith.mulf %w, %v : vector<4xf32>
+      %e = vector.extract %m[2] : f32 from vector<4xf32>
+      %s = vector.reduction <add>, %m, %e : vector<4xf32> into f32
+      %p = vector.reduction <mul>, %w : vector<4xf32> into f32
+      %vb = vector.bitcast %m : vector<4xf32> to vector<8xbf16>
+      %vb2 = arith.addf %vb, %vb : vector<8xbf16>
+      %sb = vector.reduction <add>, %vb2 : vector<8xbf16> into bf16
+      %sbf = arith.extf %sb : bf16 to f32
+      %vi = vector.bitcast %vb2 : vector<8xbf16> to vector<4xi32>
+      %ri = vector.reduction <add>, %vi : vector<4xi32> into i32
+      %mi = vector.reduction <mul>, %vi : vector<4xi32> into i32
+      %u1 = arith.addf %s, %p : f32
+      %u2 = arith.addf %u1, %sbf : f32
+      %tb = arith.bitcast %u2 : f32 to i32
+      %x1 = arith.xori %ri, %tb : i32
+      %x2 = arith.addi %x1, %mi : i32
+      %rv = vector.broadcast %x2 : i32 to vector<4xi32>
+      %vv = vector.broadcast %x : f32 to vector<4xf32>
+      %vw = arith.mulf %vv, %w : vector<4xf32>
+      %vwi = vector.bitcast %vw : vector<4xf32> to vector<4xi32>
+      %vz = arith.xori %vwi, %vi : vector<4xi32>
+      %r = arith.addi %rv, %vz : vector<4xi32>""", "vector<4xi32>", 4),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_native_runs_give_the_interpreters_bits(case):
+    body, out_type, width = CASES[case]
+    got, stats = _run(body, out_type, "on", width)
+    want, off = _run(body, out_type, "off", width)
+    assert off is None  # nothing compiled when off
+    assert stats["calls"] >= 1 and stats["fallbacks"] == 0 and "not_built" not in stats, stats
+    np.testing.assert_array_equal(got, want)
+
+
+def test_every_compiled_op_is_covered_by_a_case():
+    text = "\n".join(body for body, _, _ in CASES.values())
+    # the llvm.* and rocdl.* names share their arith/math twins' emitters
+    untested = sorted(n for n in CEMIT if n.split(".")[0] in ("arith", "vector")
+                      and f" {n} " not in text.replace("\n", " "))
+    assert not untested, f"C emitters without a differential case: {untested}"
+
+
+def test_an_unexpected_input_falls_back_to_python():
+    run = NativeRun("NR0", (Slot(np.dtype(np.float32), 1, True),), (Slot(np.dtype(np.float32), 1, True),), ("x",),
+                    fn=lambda *a: pytest.fail("the C must not run"))
+    assert call(run, 4, (np.zeros(4, np.int32),)) is None  # another dtype
+    assert call(run, 4, (np.zeros(5, np.float32),)) is None  # another lane count
+    assert run.fallbacks == 2 and run.calls == 0
+
+
+def test_no_compiler_runs_the_python_lines_and_says_why(monkeypatch):
+    def fail(source):
+        raise NativeBuildError("no C compiler: test")
+
+    monkeypatch.setattr(codegen, "load_native", fail)
+    codegen.clear_cache()
+    body, out_type, width = CASES["bf16"]
+    got, stats = _run(body, out_type, "on", width)
+    codegen.clear_cache()
+    want, _ = _run(body, out_type, "off", width)
+    assert stats["calls"] == 0 and stats["not_built"] == "no C compiler: test"
+    np.testing.assert_array_equal(got, want)
+
+
+def test_compiled_runs_are_cached_on_disk_and_a_damaged_file_is_rebuilt(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    source = "#include <stdint.h>\nint64_t twice(int64_t x) { return 2 * x; }\n"
+    lib = build.load(source)
+    lib.twice.restype = ctypes.c_int64
+    assert lib.twice(ctypes.c_int64(21)) == 42
+    so = build.cache_dir() / f"{build.digest(source)}.so"
+    assert so.is_file()
+
+    def no_compiler(*a, **k):
+        raise AssertionError("compiled again")
+
+    monkeypatch.setattr(build.subprocess, "run", no_compiler)
+    build.load(source)  # from the cache
+    monkeypatch.undo()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    # a damaged object (never loaded by this process: a loaded one is never rewritten in place)
+    other = source.replace("2 * x", "3 * x")
+    damaged = build.cache_dir() / f"{build.digest(other)}.so"
+    damaged.write_bytes(b"not an object")
+    lib = build.load(other)
+    lib.twice.restype = ctypes.c_int64
+    assert lib.twice(ctypes.c_int64(5)) == 15
+
+
+def test_a_source_that_does_not_compile_is_a_named_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    with pytest.raises(NativeBuildError, match="the C compiler failed"):
+        build.load("this is not C\n")
+    assert not list(build.cache_dir().glob("*.so"))
+
+
+def _rmsnorm(native: str):
+    gen = torch.Generator().manual_seed(3)
+    x = (torch.randn(64, 2048, generator=gen) * 3).to(torch.bfloat16)
+    g = torch.randn(2048, generator=gen).to(torch.bfloat16)
+    with emulate("lockstep", native=native) as cfg:
+        y = rms.rmsnorm(x, g)
+    return y, cfg.launches[-1].stats.get("native")
+
+
+def test_bundled_rmsnorm_plain_is_bit_exact_with_native_runs():
+    got, stats = _rmsnorm("on")
+    want, _ = _rmsnorm("off")
+    assert stats["calls"] > 0 and stats["compiled_ops"] > 0 and stats["fallbacks"] == 0, stats
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+
+
+@pytest.mark.parametrize("name", ["a_no_barrier_1", "d_uninit_slot"])
+def test_planted_bugs_are_reported_alike_with_native_runs(name, monkeypatch):
+    edits = VARIANTS[name][0]
+    mod = load_variant(rms, edits, tag=name)
+    x, g = _inputs()
+    seen = {}
+    for native in ("on", "off"):
+        monkeypatch.setenv("FLYDSL_LDSSAN_NATIVE", native)
+        with hook.sanitize("lockstep", memo=0) as col:
+            y = mod.rmsnorm(x, g)
+        seen[native] = (y.view(torch.int16).clone(),
+                        sorted((v.code, v.site.line, v.other_site.line if v.other_site else None, v.count)
+                               for v in col.violations))
+    assert seen["on"][1] and seen["on"][1] == seen["off"][1]
+    assert torch.equal(seen["on"][0], seen["off"][0])

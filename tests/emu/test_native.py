@@ -212,11 +212,68 @@ def test_every_compiled_op_is_covered_by_a_case():
     assert not untested, f"C emitters without a differential case: {untested}"
 
 
+def _buffer_body(nrec: int, step: int) -> str:
+    """Odd lanes load word t+step/4 of %a through a buffer descriptor of `nrec` bytes (lanes past
+    it read 0); every lane loads 16 bytes at 16*t as bf16 pairs and sums them."""
+    return f"""
+      %c0 = arith.constant 0 : i32
+      %c1 = arith.constant 1 : i32
+      %c4 = arith.constant 4 : i32
+      %c16 = arith.constant 16 : i32
+      %cs = arith.constant {step} : i32
+      %stride = arith.constant 0 : i16
+      %nrec = arith.constant {nrec} : i64
+      %flags = arith.constant 159744 : i32
+      %rs = rocdl.make.buffer.rsrc %a, %stride, %nrec, %flags : <1> to <8>
+      %off = arith.muli %t, %c4 : i32
+      %odd = arith.andi %t, %c1 : i32
+      %isodd = arith.cmpi ne, %odd, %c0 : i32
+      %one = scf.if %isodd -> (i32) {{
+        %o2 = arith.addi %off, %cs : i32
+        %v = rocdl.raw.ptr.buffer.load %rs, %o2, %c0, 0 : i32
+        %w = arith.xori %v, %ib : i32
+        scf.yield %w : i32
+      }} else {{
+        scf.yield %ia : i32
+      }}
+      %o16 = arith.muli %t, %c16 : i32
+      %q = arith.subi %o16, %off : i32
+      %vv = rocdl.raw.ptr.buffer.load %rs, %q, %c0, 0 : vector<4xi32>
+      %vb = vector.bitcast %vv : vector<4xi32> to vector<8xbf16>
+      %vf = arith.extf %vb : vector<8xbf16> to vector<8xf32>
+      %s = vector.reduction <add>, %vf : vector<8xf32> into f32
+      %sb = arith.bitcast %s : f32 to i32
+      %r = arith.addi %one, %sb : i32"""
+
+
+def test_buffer_loads_in_native_runs_read_zero_past_num_records():
+    # 600 bytes: lanes reading past byte 600 get 0, as in R.buffer_load; the windows are inside %a
+    body = _buffer_body(600, 4)
+    got, stats = _run(body, "i32", "on")
+    want, _ = _run(body, "i32", "off")
+    assert stats["calls"] >= 2 and stats["fallbacks"] == 0, stats
+    assert stats["compiled_ops"] >= 8, stats  # the loads are inside runs
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_buffer_window_past_its_tensor_runs_the_python_lines():
+    # num_records reaches past %a: the C would not know every lane stays inside the tensor
+    body = _buffer_body(1 << 40, 0).replace("%q = arith.subi %o16, %off : i32", "%q = arith.subi %off, %off : i32")
+    got, stats = _run(body, "i32", "on")
+    want, _ = _run(body, "i32", "off")
+    assert stats["fallbacks"] >= 1, stats
+    np.testing.assert_array_equal(got, want)
+
+
+class _Ctx:
+    L = 4
+
+
 def test_an_unexpected_input_falls_back_to_python():
     run = NativeRun("NR0", (Slot(np.dtype(np.float32), 1, True),), (Slot(np.dtype(np.float32), 1, True),), ("x",),
                     fn=lambda *a: pytest.fail("the C must not run"))
-    assert call(run, 4, (np.zeros(4, np.int32),)) is None  # another dtype
-    assert call(run, 4, (np.zeros(5, np.float32),)) is None  # another lane count
+    assert call(run, _Ctx, (np.zeros(4, np.int32),)) is None  # another dtype
+    assert call(run, _Ctx, (np.zeros(5, np.float32),)) is None  # another lane count
     assert run.fallbacks == 2 and run.calls == 0
 
 

@@ -23,7 +23,7 @@ import numpy as np
 from ldssan.passes.ir.irview import Op
 from ldssan.passes.ir.types import Type
 
-__all__ = ["CEMIT", "COp", "Elem", "PRELUDE", "elem_of", "width_of"]
+__all__ = ["BOOL", "CEMIT", "COp", "Elem", "I64", "PRELUDE", "elem_of", "width_of"]
 
 
 @dataclass(frozen=True)
@@ -52,19 +52,30 @@ _FLOATS = {"f32": Elem(np.dtype(np.float32), "float", "float", 32),
            "bf16": Elem(np.dtype(ml_dtypes.bfloat16), "uint16_t", "bf16", 16)}
 
 
+_BYTES = Elem(np.dtype(np.uint8), "uint8_t", "bytes", 8)  # integers wider than 64 bits, as the interpreter holds them
+BOOL, I64 = _BOOL, _INTS[64]
+
+
 def elem_of(t: Type) -> Elem | None:
-    """The element a value of type `t` is held as, or None (not compiled)."""
+    """The element a value of type `t` is held as (the interpreter's dtype), or None (not
+    compiled)."""
     s = t.scalar
+    if s.kind == "int" and s.width > 64:
+        return _BYTES if t.kind != "vector" and s.width % 8 == 0 else None
     if s.kind == "int":
-        return _BOOL if s.width == 1 else _INTS.get(s.width)
-    if s.kind == "index":
-        return _INTS[64]
-    if s.kind == "float":
-        return _FLOATS.get(s.name)
-    return None
+        e = _BOOL if s.width == 1 else _INTS.get(s.width)
+    elif s.kind == "index":
+        e = _INTS[64]
+    elif s.kind == "float":
+        e = _FLOATS.get(s.name)
+    else:
+        return None
+    return e if e is not None and e.dtype == s.dtype else None
 
 
 def width_of(t: Type) -> int:
+    if t.kind == "int" and t.width > 64:
+        return t.width // 8
     return t.count if t.kind == "vector" else 1
 
 

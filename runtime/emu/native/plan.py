@@ -1,14 +1,15 @@
 """Which ops of a lockstep translation run natively: the planner the translator asks per block.
 
 A native run is a maximal sequence of consecutive ops of one block that `cops` compiles and
-whose results vary by lane (uniform ops are numpy scalars: nothing to gain). Pure uniform
-ops between them that use none of the run's values are written before the run, so index
-arithmetic on the loop counter does not cut a run in two. Anything else (memory, hooks,
-scheduling points, regions) ends the run. A run of fewer than `MIN_OPS` ops stays Python.
+whose results vary by lane (uniform ops are numpy scalars: nothing to gain), buffer loads
+included (`_buffer_load`). Pure uniform ops between them that use none of the run's values
+are written before the run, so index arithmetic on the loop counter does not cut a run in
+two. Anything else (stores, hooks, scheduling points, regions) ends the run. A run of fewer
+than `MIN_OPS` ops stays Python.
 
 The translator writes, for a run:
 
-    t5 = R.native(NR0, L, (v45, v39))
+    t5 = R.native(NR0, ctx, (v45, v39))
     if t5 is None:          # inputs not as expected, or no compiler: the ops' Python lines
         v46 = (v45 * v45)
         v47 = (v39 + v46)
@@ -20,12 +21,40 @@ so a run never changes what the kernel computes, only how fast (tests/emu/test_n
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ldssan.passes.ir.irview import Block, Op
-from .cops import CEMIT, PRELUDE, COp, elem_of, width_of
+from .cops import BOOL, CEMIT, I64, PRELUDE, COp, Elem, elem_of, width_of
 from .runs import NativeRun, Slot
 
 MIN_OPS = 2
 MAX_WIDTH = 64  # elements per lane of a value a run holds (C arrays on the stack)
+_CONSTANTS = ("arith.constant", "llvm.mlir.constant")
+
+
+@dataclass(frozen=True)
+class In:
+    """A value a run reads: its Python expression at the call and its C array."""
+
+    expr: str
+    cname: str
+    elem: Elem
+    width: int
+    varying: bool | None  # None: either shape (a buffer descriptor field); read per lane
+
+    @property
+    def slot(self) -> Slot:
+        return Slot(self.elem.dtype, self.width, self.varying)
+
+
+@dataclass
+class Compiled:
+    """One op's C and what it reads from outside itself."""
+
+    op: Op
+    lines: list[str]
+    ins: list[In]
+    window: tuple[str, str] | None = None  # a buffer load: the C names of its base and num_records
 
 
 def use_counts(blocks: list[Block]) -> dict[int, int]:
@@ -51,6 +80,8 @@ def _literal(value: int, t) -> str | None:
     return f"(({e.c})({e.unsigned if e.kind == 'int' else 'uint8_t'}){u}ull)"
 
 
+
+
 class Planner:
     """Native runs of one translation: their C (one module) and the Python that calls them."""
 
@@ -63,37 +94,68 @@ class Planner:
         self.python_ops = 0
 
     # -- which ops -------------------------------------------------------------------------------
-    def c_lines(self, op: Op) -> list[str] | None:
+    def _value_in(self, v: int, ty) -> In | None:
+        e = elem_of(ty)
+        if e is None or width_of(ty) > MAX_WIDTH:
+            return None
+        return In(self.t.v(v), f"v{v}", e, width_of(ty), not self.t.uniform(v))
+
+    def compile(self, op: Op) -> Compiled | None:
         """The op's C for one lane, or None when it is not compiled here."""
         t = self.t
-        emit = CEMIT.get(op.name)
-        if emit is None or op.regions or len(op.results) != 1 or t.uniform(op.results[0]):
+        if op.regions or len(op.results) != 1 or t.uniform(op.results[0]):
             return None
+        if op.name == "rocdl.raw.ptr.buffer.load":
+            return self._buffer_load(op)
+        emit = CEMIT.get(op.name)
         rtype = op.result_types[0]
         elem = elem_of(rtype)
         types = list(op.operand_types)
-        if elem is None or elem.dtype != rtype.scalar.dtype or len(types) != len(op.operands):
+        if emit is None or elem is None or len(types) != len(op.operands) or width_of(rtype) > MAX_WIDTH:
             return None
-        if width_of(rtype) > MAX_WIDTH:
-            return None
-        args, arrays, elems, widths = [], [], [], []
+        args, arrays, elems, widths, ins = [], [], [], [], []
         for v, ty in zip(op.operands, types):
-            e = elem_of(ty)
-            if e is None or e.dtype != ty.scalar.dtype or width_of(ty) > MAX_WIDTH:
-                return None
             lit = self.literal(v, ty)
+            vin = None if lit is not None else self._value_in(v, ty)
+            if lit is None and vin is None:
+                return None
             if lit is not None:
                 args.append(lambda j, lit=lit: lit)
                 arrays.append(None)
-            elif width_of(ty) == 1:
-                args.append(lambda j, v=v: f"v{v}[0]")
-                arrays.append(f"v{v}")
             else:
-                args.append(lambda j, v=v: f"v{v}[{j}]")
-                arrays.append(f"v{v}")
-            elems.append(e)
+                ins.append(vin)
+                arrays.append(vin.cname)
+                args.append((lambda j, c=vin.cname: f"{c}[0]") if vin.width == 1 else
+                            (lambda j, c=vin.cname: f"{c}[{j}]"))
+            elems.append(elem_of(ty))
             widths.append(width_of(ty))
-        return emit(COp(op, args, arrays, elems, widths, f"v{op.results[0]}", elem, width_of(rtype)))
+        lines = emit(COp(op, args, arrays, elems, widths, f"v{op.results[0]}", elem, width_of(rtype)))
+        return None if lines is None else Compiled(op, lines, ins)
+
+    def _buffer_load(self, op: Op) -> Compiled | None:
+        """rocdl.raw.ptr.buffer.load (R.buffer_load): active lanes whose bytes lie within
+        num_records read them, the others read 0. The call checks every lane's window is
+        inside one registered tensor (else the Python line runs) and passes where it is."""
+        t = self.t
+        rsrc, voff, soff = op.operands[:3]
+        rtype = op.result_types[0]
+        elem = elem_of(rtype)
+        if elem is None or width_of(rtype) > MAX_WIDTH or len(op.operands) < 3:
+            return None
+        ins = [self._value_in(voff, op.operand_types[1]), self._value_in(soff, op.operand_types[2])]
+        if any(i is None or i.elem.kind != "int" or i.width != 1 for i in ins):
+            return None
+        r = t.v(rsrc)
+        base, nrec = In(f"{r}[0]", f"rb{rsrc}", I64, 1, None), In(f"{r}[2]", f"rn{rsrc}", I64, 1, None)
+        mask = In(t.mask, f"mk_{t.mask}", BOOL, 1, True)
+        ins += [base, nrec, mask]
+        nb = elem.bits // 8 * width_of(rtype)
+        res = f"v{op.results[0]}"
+        lines = [f"{{ int64_t off = (int64_t){ins[0].cname}[0] + (int64_t){ins[1].cname}[0];",
+                 f"  if ({mask.cname}[0] && off >= 0 && off + {nb} <= {nrec.cname}[0]) "
+                 f"__builtin_memcpy({res}, (const char *)(uintptr_t)(D[WINDOW] + {base.cname}[0] + off), {nb});",
+                 f"  else __builtin_memset({res}, 0, {nb}); }}"]
+        return Compiled(op, lines, ins, (base.cname, nrec.cname))
 
     def literal(self, v: int, ty) -> str | None:
         """The C literal operand `v` (of type `ty` at this use) is written as: a uniform
@@ -106,17 +168,17 @@ class Planner:
     def _hoistable(self, op: Op, defined: set[int]) -> bool:
         """A pure uniform op that uses no value of the pending run: written before it."""
         t = self.t
-        return (op.name in CEMIT or op.name in ("arith.constant", "llvm.mlir.constant")) and not op.regions \
+        return (op.name in CEMIT or op.name in _CONSTANTS) and not op.regions \
             and all(t.uniform(r) for r in op.results) and not defined.intersection(op.operands)
 
     # -- the block ---------------------------------------------------------------------------------
     def block(self, ops: list[Op]) -> None:
-        pending: list[tuple[Op, list[str]]] = []
+        pending: list[Compiled] = []
         defined: set[int] = set()
         for op in ops:
-            lines = self.c_lines(op)
-            if lines is not None:
-                pending.append((op, lines))
+            got = self.compile(op)
+            if got is not None:
+                pending.append(got)
                 defined.update(op.results)
                 continue
             if pending and self._hoistable(op, defined):
@@ -127,37 +189,41 @@ class Planner:
             self.t.op(op)
         self._flush(pending)
 
-    def _flush(self, pending: list[tuple[Op, list[str]]]) -> None:
+    def _flush(self, pending: list[Compiled]) -> None:
         t = self.t
         if len(pending) < MIN_OPS:
-            for op, _ in pending:
-                t.op(op)
+            for c in pending:
+                t.op(c.op)
             self.python_ops += len(pending)
             return
-        ops = [op for op, _ in pending]
-        defined = {r for op in ops for r in op.results}
-        inputs: list[tuple[int, object]] = []
-        seen: set[int] = set()
+        ops = [c.op for c in pending]
+        made = {f"v{r}" for op in ops for r in op.results}
+        inputs: dict[str, In] = {}
+        for c in pending:
+            for i in c.ins:
+                if i.cname not in made:
+                    inputs.setdefault(i.cname, i)
         inner: dict[int, int] = {}
         for op in ops:
-            for v, ty in zip(op.operands, op.operand_types):
+            for v in op.operands:
                 inner[v] = inner.get(v, 0) + 1
-                if v not in defined and v not in seen and self.literal(v, ty) is None:
-                    seen.add(v)
-                    inputs.append((v, ty))
         outputs = [(r, ty) for op in ops for r, ty in zip(op.results, op.result_types)
                    if self.uses.get(r, 0) > inner.get(r, 0)]
-        k = len(self.runs)
-        run = NativeRun(f"NR{k}", tuple(Slot(elem_of(ty).dtype, width_of(ty), not t.uniform(v)) for v, ty in inputs),
-                        tuple(Slot(elem_of(ty).dtype, width_of(ty)) for _, ty in outputs), tuple(op.name for op in ops))
+        names = list(inputs)
+        windows = []
+        for c in pending:
+            if c.window is not None and (names.index(c.window[0]), names.index(c.window[1])) not in windows:
+                windows.append((names.index(c.window[0]), names.index(c.window[1])))
+        run = NativeRun(f"NR{len(self.runs)}", tuple(i.slot for i in inputs.values()),
+                        tuple(Slot(elem_of(ty).dtype, width_of(ty)) for _, ty in outputs),
+                        tuple(op.name for op in ops), windows=tuple(windows))
         self.runs.append(run)
-        self.c_funcs.append(self._c_function(run, inputs, outputs, pending))
+        self.c_funcs.append(self._c_function(run, list(inputs.values()), outputs, pending, names))
         self.compiled_ops += len(ops)
         name = t.tmp("n")
         t.natives[run.name] = run
         prev, t.cur_op = t.cur_op, ops[0]
-        ins = "".join(f"{t.v(v)}, " for v, _ in inputs)
-        t.out(f"{name} = R.native({run.name}, L, ({ins}))")
+        t.out(f"{name} = R.native({run.name}, ctx, ({''.join(f'{i.expr}, ' for i in inputs.values())}))")
         t.out(f"if {name} is None:")
         t.cur_op = prev
         with t.indented():
@@ -167,24 +233,31 @@ class Planner:
         with t.indented():
             t.out(f"({''.join(f'{t.v(r)}, ' for r, _ in outputs)}) = {name}" if outputs else "pass")
 
-    def _c_function(self, run: NativeRun, inputs, outputs, pending) -> str:
+    @staticmethod
+    def _c_function(run: NativeRun, inputs: list[In], outputs, pending: list[Compiled], names: list[str]) -> str:
         head, body = [], []
-        for k, ((v, ty), slot) in enumerate(zip(inputs, run.inputs)):
-            e, w = elem_of(ty), width_of(ty)
-            if slot.varying:
+        for k, i in enumerate(inputs):
+            e, w, c = i.elem, i.width, i.cname
+            if i.varying is False:  # one value for every lane: read before the loop
+                head.append(f"{e.c} {c}[{w}]; __builtin_memcpy({c}, P[{k}], {e.bits // 8 * w});")
+            else:
                 head.append(f"const {e.c} *restrict i{k} = (const {e.c} *)P[{k}];")
-                body.append(f"{e.c} v{v}[{w}]; for (int j = 0; j < {w}; j++) v{v}[j] = i{k}[l * {w} + j];")
-            else:  # one value for every lane: read before the loop
-                head.append(f"{e.c} v{v}[{w}]; __builtin_memcpy(v{v}, P[{k}], {e.bits // 8 * w});")
-        for op, lines in pending:
-            ty = op.result_types[0]
-            body.append(f"{elem_of(ty).c} v{op.results[0]}[{width_of(ty)}];")
+                body.append(f"{e.c} {c}[{w}]; for (int j = 0; j < {w}; j++) {c}[j] = i{k}[l * {w} + j];")
+        for c in pending:
+            ty = c.op.result_types[0]
+            body.append(f"{elem_of(ty).c} v{c.op.results[0]}[{width_of(ty)}];")
+            lines = c.lines
+            if c.window is not None:
+                k = run.windows.index((names.index(c.window[0]), names.index(c.window[1])))
+                lines = [ln.replace("D[WINDOW]", f"D[{k}]") for ln in lines]
             body.extend(lines)
         n = len(inputs)
         for k, (r, ty) in enumerate(outputs):
             e, w = elem_of(ty), width_of(ty)
             head.append(f"{e.c} *restrict o{k} = ({e.c} *)P[{n + k}];")
             body.append(f"for (int j = 0; j < {w}; j++) o{k}[l * {w} + j] = v{r}[j];")
+        if run.windows:  # host address = device address + D[k], per tensor window
+            head.append(f"const int64_t *D = (const int64_t *)P[{n + len(outputs)}];")
         return (f"void {run.name}(int64_t L, char **P) {{\n  " + "\n  ".join(head) + "\n"
                 f"  for (int64_t l = 0; l < L; l++) {{\n    " + "\n    ".join(body) + "\n  }\n}\n")
 

@@ -31,6 +31,8 @@ class NativeRun:
     inputs: tuple[Slot, ...]
     outputs: tuple[Slot, ...]
     ops: tuple[str, ...]  # the op names it compiles, in order
+    # buffer loads: (input index of the base, of num_records) per distinct descriptor
+    windows: tuple[tuple[int, int], ...] = ()
     fn: object = None  # the loaded function; None: not built (why)
     why: str = ""
     calls: int = field(default=0, compare=False)
@@ -50,20 +52,36 @@ def _as_input(x, slot: Slot, L: int) -> np.ndarray | None:
     if a.dtype != slot.dtype:
         return None
     shape = () if slot.width == 1 else (slot.width,)
-    if not slot.varying:
+    if slot.varying is None and a.shape == shape:  # either shape: read per lane
+        return np.full((L,) + shape, a)
+    if slot.varying is False:
         return a if a.shape == shape else None
     if a.shape != (L,) + shape:
         return None
     return a if a.flags.c_contiguous else np.ascontiguousarray(a)
 
 
-def call(run: NativeRun, L: int, ins: tuple) -> tuple | None:
+def _window(gmem, base: np.ndarray, nrec: np.ndarray) -> int | None:
+    """For a buffer load: host minus device address of the one tensor holding every lane's
+    window [base, base + num_records), or None (the Python line then resolves each lane)."""
+    lo = int(base.min())
+    hi = int((base + nrec).max())
+    r = gmem.find(lo, max(1, hi - lo)) if hi > lo else None
+    if r is None:
+        return None
+    if gmem.tracking:
+        gmem.read_bases.add(r.base)
+    return r.view.ctypes.data - r.base
+
+
+def call(run: NativeRun, ctx, ins: tuple) -> tuple | None:
     """The run's outputs for lanes 0..L-1, or None (the caller runs the Python lines)."""
     fn = run.fn
     if fn is None:
         return None
+    L = ctx.L
     n = len(ins)
-    ptrs = np.empty(n + len(run.outputs), np.uint64)
+    ptrs = np.empty(n + len(run.outputs) + 1, np.uint64)
     held = []
     for k, (x, slot) in enumerate(zip(ins, run.inputs)):
         a = _as_input(x, slot, L)
@@ -72,6 +90,15 @@ def call(run: NativeRun, L: int, ins: tuple) -> tuple | None:
             return None
         held.append(a)
         ptrs[k] = a.ctypes.data
+    if run.windows:
+        deltas = np.empty(len(run.windows), np.int64)
+        for k, (b, r) in enumerate(run.windows):
+            d = _window(ctx.gmem, held[b], held[r])
+            if d is None:
+                run.fallbacks += 1
+                return None
+            deltas[k] = d
+        ptrs[-1] = deltas.ctypes.data
     outs = tuple(np.empty((L,) if s.width == 1 else (L, s.width), s.dtype) for s in run.outputs)
     for k, o in enumerate(outs):
         ptrs[n + k] = o.ctypes.data

@@ -216,14 +216,18 @@ class GlobalMemory:
         if self.tracking:
             self._mark_written(r, idx, raw.shape[1], arr.strides[0])
 
+    def written_mask(self, r: Region) -> Region:
+        """The written-byte mask of region `r` (made on its first store while tracking)."""
+        mask = self._masks.get(r.base)
+        if mask is None:
+            mask = self._masks[r.base] = Region(r.base, r.size, MASKS.take(r.size), r.name)
+        return mask
+
     def _mark_written(self, r: Region, idx: np.ndarray, nbytes: int, width: int) -> None:
         """Set the written-byte mask of `r` where the store just wrote: `idx` indexes the
         store's span view of `nbytes`-byte elements every `width` bytes (`_lane_spans`), and
         the mask, at the same base, has the same view: one index per lane, not one per byte."""
-        mask = self._masks.get(r.base)
-        if mask is None:
-            mask = self._masks[r.base] = Region(r.base, r.size, MASKS.take(r.size), r.name)
-        mask.spans(nbytes, width)[1][idx] = _ones(nbytes)
+        self.written_mask(r).spans(nbytes, width)[1][idx] = _ones(nbytes)
 
 
 class MaskPool:

@@ -18,6 +18,7 @@ from ldssan import hook
 from ldssan.kernels import rmsnorm as rms
 from ldssan.runtime.emu import emulate
 from ldssan.runtime.emu import codegen
+from ldssan.runtime.emu import rt as R
 from ldssan.runtime.emu.launch import parse_module, run_kernel
 from ldssan.runtime.emu.native import NativeBuildError, NativeRun, build, call
 from ldssan.runtime.emu.native.cops import CEMIT
@@ -28,7 +29,7 @@ from tests.sanitizer.test_rmsnorm_bugs import VARIANTS, _inputs
 N = 256  # lanes: 8 waves of one workgroup
 
 
-def _module(body: str, out_type: str) -> str:
+def _module(body: str, out_type: str, store: bool = True) -> str:
     return f"""
 module attributes {{gpu.container_module}} {{
   gpu.module @k {{
@@ -42,12 +43,15 @@ module attributes {{gpu.container_module}} {{
       %x = arith.bitcast %ia : i32 to f32
       %y = arith.bitcast %ib : i32 to f32
 {body}
-      %po = llvm.getelementptr %out[%t] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, {out_type}
-      llvm.store %r, %po : {out_type}, !llvm.ptr<1>
+{_STORE.format(out_type=out_type) if store else ""}
       gpu.return
     }}
   }}
 }}"""
+
+
+_STORE = """      %po = llvm.getelementptr %out[%t] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, {out_type}
+      llvm.store %r, %po : {out_type}, !llvm.ptr<1>"""
 
 
 def _edge_inputs() -> tuple[np.ndarray, np.ndarray]:
@@ -65,10 +69,10 @@ def _edge_inputs() -> tuple[np.ndarray, np.ndarray]:
     return a.view(np.int32), b.view(np.int32)
 
 
-def _run(body: str, out_type: str, native: str, width: int = 1):
+def _run(body: str, out_type: str, native: str, width: int = 1, store: bool = True):
     a, b = _edge_inputs()
-    out = np.zeros(N * width, np.int32)
-    launcher = run_kernel(parse_module(_module(body, out_type)), "kern", grid=(1, 1, 1), block=(N, 1, 1),
+    out = np.full(N * width, -3, np.int32)
+    launcher = run_kernel(parse_module(_module(body, out_type, store)), "kern", grid=(1, 1, 1), block=(N, 1, 1),
                           args=[out, a, b], policy="lockstep", native=native)
     return out, launcher.records[-1].stats.get("native")
 
@@ -263,6 +267,47 @@ def test_a_buffer_window_past_its_tensor_runs_the_python_lines():
     want, _ = _run(body, "i32", "off")
     assert stats["fallbacks"] >= 1, stats
     np.testing.assert_array_equal(got, want)
+
+
+def test_buffer_stores_in_native_runs_write_within_num_records_only():
+    # loads, then arithmetic and a store of %out through a 600-byte descriptor: lanes past it
+    # write nothing (the -3 fill stays); the loads run before the store's run
+    body = _buffer_body(600, 4) + """
+      %ro = rocdl.make.buffer.rsrc %out, %stride, %nrec, %flags : <1> to <8>
+      %r2 = arith.muli %r, %r : i32
+      %r3 = arith.xori %r2, %ia : i32
+      rocdl.raw.ptr.buffer.store %r3, %ro, %off, %c0, 0 : i32"""
+    got, stats = _run(body, "i32", "on", store=False)
+    want, _ = _run(body, "i32", "off", store=False)
+    assert stats["calls"] >= 3 and stats["fallbacks"] == 0, stats
+    np.testing.assert_array_equal(got, want)
+    assert (want[150:] == -3).all() and (want[:150] != -3).any()
+
+
+def test_a_replayed_launch_restores_what_native_stores_wrote(monkeypatch):
+    # the memo keeps the bytes a launch wrote, from the written-byte masks native stores mark
+    monkeypatch.setenv("FLYDSL_LDSSAN_NATIVE", "on")
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(8, 2048, generator=gen).to(torch.bfloat16)
+    g = torch.randn(2048, generator=gen).to(torch.bfloat16)
+    out = torch.zeros_like(x)
+    stores = []
+
+    def spy(run, ctx, ins):
+        got = call(run, ctx, ins)
+        stores.extend(w for w in run.windows if w[2] and got is not None and ctx.gmem.tracking)
+        return got
+
+    monkeypatch.setattr(R, "native", spy)
+    with hook.sanitize("lockstep") as col:
+        rms.rmsnorm(x, g, out=out)
+        first = out.clone()
+        out.zero_()  # the replay must write every byte the launch wrote
+        rms.rmsnorm(x, g, out=out)
+    assert [r.memo for r in col.results] == ["recorded", "replayed"]
+    assert stores  # the first call's stores ran natively, with memory tracked
+    assert torch.equal(first.view(torch.int16), out.view(torch.int16))
+    assert not torch.equal(out, torch.zeros_like(out))
 
 
 class _Ctx:

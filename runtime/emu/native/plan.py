@@ -54,7 +54,12 @@ class Compiled:
     op: Op
     lines: list[str]
     ins: list[In]
-    window: tuple[str, str] | None = None  # a buffer load: the C names of its base and num_records
+    # a buffer access: the C names of its base and num_records, and whether it stores
+    window: tuple[str, str, bool] | None = None
+
+    @property
+    def memory(self) -> str:
+        return "" if self.window is None else ("store" if self.window[2] else "load")
 
 
 def use_counts(blocks: list[Block]) -> dict[int, int]:
@@ -103,6 +108,8 @@ class Planner:
     def compile(self, op: Op) -> Compiled | None:
         """The op's C for one lane, or None when it is not compiled here."""
         t = self.t
+        if op.name == "rocdl.raw.ptr.buffer.store" and not op.results and not op.regions:
+            return self._buffer_store(op)
         if op.regions or len(op.results) != 1 or t.uniform(op.results[0]):
             return None
         if op.name == "rocdl.raw.ptr.buffer.load":
@@ -136,26 +143,54 @@ class Planner:
         """rocdl.raw.ptr.buffer.load (R.buffer_load): active lanes whose bytes lie within
         num_records read them, the others read 0. The call checks every lane's window is
         inside one registered tensor (else the Python line runs) and passes where it is."""
-        t = self.t
-        rsrc, voff, soff = op.operands[:3]
         rtype = op.result_types[0]
         elem = elem_of(rtype)
         if elem is None or width_of(rtype) > MAX_WIDTH or len(op.operands) < 3:
             return None
-        ins = [self._value_in(voff, op.operand_types[1]), self._value_in(soff, op.operand_types[2])]
-        if any(i is None or i.elem.kind != "int" or i.width != 1 for i in ins):
+        got = self._descriptor(op, 0)
+        if got is None:
+            return None
+        ins, test, where = got
+        nb = elem.bits // 8 * width_of(rtype)
+        res = f"v{op.results[0]}"
+        lines = [f"{{ {test.format(nb=nb)}",
+                 f"  if (in) __builtin_memcpy({res}, (const char *)(uintptr_t)(D[3 * WINDOW] + {where}), {nb});",
+                 f"  else __builtin_memset({res}, 0, {nb}); }}"]
+        return Compiled(op, lines, ins, (ins[2].cname, ins[3].cname, False))
+
+    def _buffer_store(self, op: Op) -> Compiled | None:
+        """rocdl.raw.ptr.buffer.store (R.buffer_store): active lanes within num_records write,
+        the others nothing; while the launch tracks memory the written bytes are marked."""
+        if len(op.operands) < 4:
+            return None
+        data = self._value_in(op.operands[0], op.operand_types[0])
+        got = self._descriptor(op, 1)
+        if data is None or got is None:
+            return None
+        ins, test, where = got
+        nb = data.elem.bits // 8 * data.width
+        lines = [f"{{ {test.format(nb=nb)}",
+                 "  if (in) {",
+                 f"    __builtin_memcpy((char *)(uintptr_t)(D[3 * WINDOW] + {where}), {data.cname}, {nb});",
+                 f"    if (D[3 * WINDOW + 1]) __builtin_memset((char *)(uintptr_t)(D[3 * WINDOW + 2] + {where}), 1, {nb});",
+                 "  } }"]
+        return Compiled(op, lines, [data] + ins, (ins[2].cname, ins[3].cname, True))
+
+    def _descriptor(self, op: Op, at: int):
+        """The inputs of a buffer access whose descriptor, voffset and soffset are operands
+        at, at+1, at+2: ([voffset, soffset, base, num_records, exec mask], the C that sets
+        `in` for an access of {nb} bytes, the C of the lane's device address), or None."""
+        t = self.t
+        rsrc, voff, soff = op.operands[at:at + 3]
+        offs = [self._value_in(voff, op.operand_types[at + 1]), self._value_in(soff, op.operand_types[at + 2])]
+        if any(i is None or i.elem.kind != "int" or i.width != 1 for i in offs):
             return None
         r = t.v(rsrc)
         base, nrec = In(f"{r}[0]", f"rb{rsrc}", I64, 1, None), In(f"{r}[2]", f"rn{rsrc}", I64, 1, None)
         mask = In(t.mask, f"mk_{t.mask}", BOOL, 1, True)
-        ins += [base, nrec, mask]
-        nb = elem.bits // 8 * width_of(rtype)
-        res = f"v{op.results[0]}"
-        lines = [f"{{ int64_t off = (int64_t){ins[0].cname}[0] + (int64_t){ins[1].cname}[0];",
-                 f"  if ({mask.cname}[0] && off >= 0 && off + {nb} <= {nrec.cname}[0]) "
-                 f"__builtin_memcpy({res}, (const char *)(uintptr_t)(D[WINDOW] + {base.cname}[0] + off), {nb});",
-                 f"  else __builtin_memset({res}, 0, {nb}); }}"]
-        return Compiled(op, lines, ins, (base.cname, nrec.cname))
+        test = (f"int64_t off = (int64_t){offs[0].cname}[0] + (int64_t){offs[1].cname}[0]; "
+                f"int in = {mask.cname}[0] && off >= 0 && off + {{nb}} <= {nrec.cname}[0];")
+        return offs + [base, nrec, mask], test, f"{base.cname}[0] + off"
 
     def literal(self, v: int, ty) -> str | None:
         """The C literal operand `v` (of type `ty` at this use) is written as: a uniform
@@ -177,6 +212,14 @@ class Planner:
         defined: set[int] = set()
         for op in ops:
             got = self.compile(op)
+            if got is not None and got.memory == "store":
+                # C runs lane after lane, the interpreter op after op: a run that stores holds
+                # no other memory access (loads go to the run before it) and ends at the store
+                last = max((k for k, c in enumerate(pending) if c.memory), default=-1)
+                self._flush(pending[:last + 1])
+                self._flush(pending[last + 1:] + [got])
+                pending, defined = [], set()
+                continue
             if got is not None:
                 pending.append(got)
                 defined.update(op.results)
@@ -212,8 +255,9 @@ class Planner:
         names = list(inputs)
         windows = []
         for c in pending:
-            if c.window is not None and (names.index(c.window[0]), names.index(c.window[1])) not in windows:
-                windows.append((names.index(c.window[0]), names.index(c.window[1])))
+            w = None if c.window is None else (names.index(c.window[0]), names.index(c.window[1]), c.window[2])
+            if w is not None and w not in windows:
+                windows.append(w)
         run = NativeRun(f"NR{len(self.runs)}", tuple(i.slot for i in inputs.values()),
                         tuple(Slot(elem_of(ty).dtype, width_of(ty)) for _, ty in outputs),
                         tuple(op.name for op in ops), windows=tuple(windows))
@@ -244,19 +288,20 @@ class Planner:
                 head.append(f"const {e.c} *restrict i{k} = (const {e.c} *)P[{k}];")
                 body.append(f"{e.c} {c}[{w}]; for (int j = 0; j < {w}; j++) {c}[j] = i{k}[l * {w} + j];")
         for c in pending:
-            ty = c.op.result_types[0]
-            body.append(f"{elem_of(ty).c} v{c.op.results[0]}[{width_of(ty)}];")
+            if c.op.results:
+                ty = c.op.result_types[0]
+                body.append(f"{elem_of(ty).c} v{c.op.results[0]}[{width_of(ty)}];")
             lines = c.lines
             if c.window is not None:
-                k = run.windows.index((names.index(c.window[0]), names.index(c.window[1])))
-                lines = [ln.replace("D[WINDOW]", f"D[{k}]") for ln in lines]
+                k = run.windows.index((names.index(c.window[0]), names.index(c.window[1]), c.window[2]))
+                lines = [ln.replace("WINDOW", str(k)) for ln in lines]
             body.extend(lines)
         n = len(inputs)
         for k, (r, ty) in enumerate(outputs):
             e, w = elem_of(ty), width_of(ty)
             head.append(f"{e.c} *restrict o{k} = ({e.c} *)P[{n + k}];")
             body.append(f"for (int j = 0; j < {w}; j++) o{k}[l * {w} + j] = v{r}[j];")
-        if run.windows:  # host address = device address + D[k], per tensor window
+        if run.windows:  # per window: host minus device address, tracking?, mask minus device address
             head.append(f"const int64_t *D = (const int64_t *)P[{n + len(outputs)}];")
         return (f"void {run.name}(int64_t L, char **P) {{\n  " + "\n  ".join(head) + "\n"
                 f"  for (int64_t l = 0; l < L; l++) {{\n    " + "\n    ".join(body) + "\n  }\n}\n")

@@ -284,6 +284,24 @@ def test_buffer_stores_in_native_runs_write_within_num_records_only():
     assert (want[150:] == -3).all() and (want[:150] != -3).any()
 
 
+def test_a_store_into_a_tensor_its_run_loads_runs_the_python_lines():
+    # lane after lane, lane t would read lane t-1's new word; the interpreter loads all first
+    body = _buffer_body(600, 4) + """
+      %r2 = arith.muli %r, %r : i32
+      %r3 = arith.xori %r2, %ia : i32
+      rocdl.raw.ptr.buffer.store %r3, %rs, %off, %c0, 0 : i32
+      %again = rocdl.raw.ptr.buffer.load %rs, %off, %c0, 0 : i32
+      %k = arith.addi %again, %r : i32
+      %r = arith.addi %k, %r3 : i32"""
+    body = body.replace("%r = arith.addi %one, %sb : i32", "%r0 = arith.addi %one, %sb : i32")
+    body = body.replace("%r2 = arith.muli %r, %r", "%r2 = arith.muli %r0, %r0").replace(
+        "%k = arith.addi %again, %r :", "%k = arith.addi %again, %r0 :")
+    got, stats = _run(body, "i32", "on")
+    want, _ = _run(body, "i32", "off")
+    assert stats["fallbacks"] >= 1, stats
+    np.testing.assert_array_equal(got, want)
+
+
 def test_a_replayed_launch_restores_what_native_stores_wrote(monkeypatch):
     # the memo keeps the bytes a launch wrote, from the written-byte masks native stores mark
     monkeypatch.setenv("FLYDSL_LDSSAN_NATIVE", "on")

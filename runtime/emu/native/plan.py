@@ -213,11 +213,10 @@ class Planner:
         for op in ops:
             got = self.compile(op)
             if got is not None and got.memory == "store":
-                # C runs lane after lane, the interpreter op after op: a run that stores holds
-                # no other memory access (loads go to the run before it) and ends at the store
-                last = max((k for k, c in enumerate(pending) if c.memory), default=-1)
-                self._flush(pending[:last + 1])
-                self._flush(pending[last + 1:] + [got])
+                # C runs lane after lane, the interpreter op after op: a run ends at its one
+                # store, and its loads must read other tensors than the store writes
+                # (`runs.call` checks, else the Python lines run)
+                self._flush(pending + [got])
                 pending, defined = [], set()
                 continue
             if got is not None:

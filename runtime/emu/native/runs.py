@@ -61,21 +61,21 @@ def _as_input(x, slot: Slot, L: int) -> np.ndarray | None:
     return a if a.flags.c_contiguous else np.ascontiguousarray(a)
 
 
-def _window(gmem, base: np.ndarray, nrec: np.ndarray, store: bool) -> tuple[int, int, int] | None:
+def _window(gmem, base: np.ndarray, nrec: np.ndarray, store: bool) -> tuple[int, int, int, int] | None:
     """For a buffer access: (host minus device address of the one tensor holding every lane's
     window [base, base + num_records), whether a store marks written bytes, host minus device
     address of the tensor's written-byte mask), or None (the Python line then resolves each
-    lane). What `GlobalMemory.read` / `write` record is recorded here."""
+    lane); and the tensor's base. What `GlobalMemory.read` / `write` record is recorded here."""
     lo = int(base.min())
     hi = int((base + nrec).max())
     r = gmem.find(lo, max(1, hi - lo)) if hi > lo else None
     if r is None:
         return None
     if store and gmem.tracking:
-        return r.view.ctypes.data - r.base, 1, gmem.written_mask(r).view.ctypes.data - r.base
+        return r.view.ctypes.data - r.base, 1, gmem.written_mask(r).view.ctypes.data - r.base, r.base
     if gmem.tracking:
         gmem.read_bases.add(r.base)
-    return r.view.ctypes.data - r.base, 0, 0
+    return r.view.ctypes.data - r.base, 0, 0, r.base
 
 
 def call(run: NativeRun, ctx, ins: tuple) -> tuple | None:
@@ -95,13 +95,20 @@ def call(run: NativeRun, ctx, ins: tuple) -> tuple | None:
         held.append(a)
         ptrs[k] = a.ctypes.data
     if run.windows:
+        regions = [0] * len(run.windows)
         deltas = np.empty(3 * len(run.windows), np.int64)
         for k, (b, r, store) in enumerate(run.windows):
             d = _window(ctx.gmem, held[b], held[r], store)
             if d is None:
                 run.fallbacks += 1
                 return None
-            deltas[3 * k: 3 * k + 3] = d
+            deltas[3 * k: 3 * k + 3] = d[:3]
+            regions[k] = d[3]
+        if run.windows[-1][2] and regions[-1] in regions[:-1]:
+            # the store writes a tensor the run's loads read: lane after lane would let one
+            # lane read another's new bytes, where the interpreter loads every lane first
+            run.fallbacks += 1
+            return None
         ptrs[-1] = deltas.ctypes.data
     outs = tuple(np.empty((L,) if s.width == 1 else (L, s.width), s.dtype) for s in run.outputs)
     for k, o in enumerate(outs):

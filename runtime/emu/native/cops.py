@@ -243,23 +243,19 @@ def select(c: COp):
     return c.each(lambda j: f"({cond(j)} ? {c.args[1](j)} : {c.args[2](j)})")
 
 
-@cemits("arith.extsi", "arith.index_cast", "llvm.sext")
-def extsi(c: COp):
+def _extend(c: COp, signed: bool):
+    # R.extsi / R.extui: an i1 true is -1 / 1; an integer is sign- or zero-extended (or wraps)
     a = c.arg_elems[0]
     if c.elem.kind != "int" or a.kind not in ("int", "bool"):
         return None
-    if a.kind == "bool":  # R.extsi: true is -1
-        return c.each(lambda j: f"({c.elem.c})({c.args[0](j)} ? -1 : 0)")
-    return c.each(lambda j: f"({c.elem.c})({c.elem.unsigned})({c.args[0](j)})")
-
-
-@cemits("arith.extui", "arith.index_castui", "llvm.zext")
-def extui(c: COp):
-    a = c.arg_elems[0]
-    if c.elem.kind != "int" or a.kind not in ("int", "bool"):
-        return None
-    src = f"({a.unsigned})" if a.kind == "int" else ""
+    if a.kind == "bool":
+        return c.each(lambda j: f"({c.elem.c})({c.args[0](j)} ? {'-1' if signed else '1'} : 0)")
+    src = "" if signed else f"({a.unsigned})"
     return c.each(lambda j: f"({c.elem.c})({c.elem.unsigned}){src}({c.args[0](j)})")
+
+
+cemits("arith.extsi", "arith.index_cast", "llvm.sext")(lambda c: _extend(c, True))
+cemits("arith.extui", "arith.index_castui", "llvm.zext")(lambda c: _extend(c, False))
 
 
 @cemits("arith.trunci", "llvm.trunc")

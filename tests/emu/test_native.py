@@ -20,6 +20,7 @@ from ldssan.runtime.emu import emulate
 from ldssan.runtime.emu import codegen
 from ldssan.runtime.emu import rt as R
 from ldssan.runtime.emu.launch import parse_module, run_kernel
+from ldssan.runtime.emu.memory import EmuMemoryError
 from ldssan.runtime.emu.native import NativeBuildError, NativeRun, build, call
 from ldssan.runtime.emu.native.cops import CEMIT
 from ldssan.runtime.emu.native.runs import Slot
@@ -260,13 +261,21 @@ def test_buffer_loads_in_native_runs_read_zero_past_num_records():
     np.testing.assert_array_equal(got, want)
 
 
-def test_a_buffer_window_past_its_tensor_runs_the_python_lines():
-    # num_records reaches past %a: the C would not know every lane stays inside the tensor
+def test_loads_through_a_descriptor_wider_than_its_tensor_run_natively():
+    # num_records past the tensor (kernels often pass 2**32 - 1): the C checks each address
     body = _buffer_body(1 << 40, 0).replace("%q = arith.subi %o16, %off : i32", "%q = arith.subi %off, %off : i32")
     got, stats = _run(body, "i32", "on")
     want, _ = _run(body, "i32", "off")
-    assert stats["fallbacks"] >= 1, stats
+    assert stats["calls"] >= 2 and stats["fallbacks"] == 0, stats
     np.testing.assert_array_equal(got, want)
+
+
+def test_a_load_outside_every_tensor_is_the_interpreters_error():
+    # within num_records but past the tensor: the C stops, the Python lines name the access
+    body = _buffer_body(1 << 40, 4)
+    for native in ("off", "on"):
+        with pytest.raises(EmuMemoryError, match="outside every tensor"):
+            _run(body, "i32", native)
 
 
 def test_buffer_stores_in_native_runs_write_within_num_records_only():

@@ -141,8 +141,10 @@ class Planner:
 
     def _buffer_load(self, op: Op) -> Compiled | None:
         """rocdl.raw.ptr.buffer.load (R.buffer_load): active lanes whose bytes lie within
-        num_records read them, the others read 0. The call checks every lane's window is
-        inside one registered tensor (else the Python line runs) and passes where it is."""
+        num_records read them, the others read 0. The call finds the one tensor holding every
+        lane's base and passes its bounds; a lane that would read outside it makes the C
+        return 1, and the run's Python lines run instead (loads have no side effects: kernels
+        often set num_records to 2^32 - 1, past their tensor)."""
         rtype = op.result_types[0]
         elem = elem_of(rtype)
         if elem is None or width_of(rtype) > MAX_WIDTH or len(op.operands) < 3:
@@ -154,7 +156,8 @@ class Planner:
         nb = elem.bits // 8 * width_of(rtype)
         res = f"v{op.results[0]}"
         lines = [f"{{ {test.format(nb=nb)}",
-                 f"  if (in) __builtin_memcpy({res}, (const char *)(uintptr_t)(D[3 * WINDOW] + {where}), {nb});",
+                 f"  if (in && ({where} < D[5 * WINDOW + 3] || {where} + {nb} > D[5 * WINDOW + 4])) return 1;",
+                 f"  if (in) __builtin_memcpy({res}, (const char *)(uintptr_t)(D[5 * WINDOW] + {where}), {nb});",
                  f"  else __builtin_memset({res}, 0, {nb}); }}"]
         return Compiled(op, lines, ins, (ins[2].cname, ins[3].cname, False))
 
@@ -171,8 +174,8 @@ class Planner:
         nb = data.elem.bits // 8 * data.width
         lines = [f"{{ {test.format(nb=nb)}",
                  "  if (in) {",
-                 f"    __builtin_memcpy((char *)(uintptr_t)(D[3 * WINDOW] + {where}), {data.cname}, {nb});",
-                 f"    if (D[3 * WINDOW + 1]) __builtin_memset((char *)(uintptr_t)(D[3 * WINDOW + 2] + {where}), 1, {nb});",
+                 f"    __builtin_memcpy((char *)(uintptr_t)(D[5 * WINDOW] + {where}), {data.cname}, {nb});",
+                 f"    if (D[5 * WINDOW + 1]) __builtin_memset((char *)(uintptr_t)(D[5 * WINDOW + 2] + {where}), 1, {nb});",
                  "  } }"]
         return Compiled(op, lines, [data] + ins, (ins[2].cname, ins[3].cname, True))
 
@@ -300,10 +303,12 @@ class Planner:
             e, w = elem_of(ty), width_of(ty)
             head.append(f"{e.c} *restrict o{k} = ({e.c} *)P[{n + k}];")
             body.append(f"for (int j = 0; j < {w}; j++) o{k}[l * {w} + j] = v{r}[j];")
-        if run.windows:  # per window: host minus device address, tracking?, mask minus device address
+        # per window: host minus device address, tracking?, mask minus device address, and the
+        # tensor's device bounds (a load outside them returns 1: the Python lines then run)
+        if run.windows:
             head.append(f"const int64_t *D = (const int64_t *)P[{n + len(outputs)}];")
-        return (f"void {run.name}(int64_t L, char **P) {{\n  " + "\n  ".join(head) + "\n"
-                f"  for (int64_t l = 0; l < L; l++) {{\n    " + "\n    ".join(body) + "\n  }\n}\n")
+        return (f"int {run.name}(int64_t L, char **P) {{\n  " + "\n  ".join(head) + "\n"
+                f"  for (int64_t l = 0; l < L; l++) {{\n    " + "\n    ".join(body) + "\n  }\n  return 0;\n}\n")
 
     def source(self) -> str:
         return PRELUDE + "\n" + "\n".join(self.c_funcs)

@@ -1,7 +1,7 @@
 """A native run: consecutive lane-wise ops of a lockstep translation, compiled to one C
 function over the lanes, and its call at run time.
 
-The C function is `void NR<k>(int64_t L, char **P)`: P holds the inputs' addresses then the
+The C function is `int NR<k>(int64_t L, char **P)` (nonzero: a load left its tensor): P holds the inputs' addresses then the
 outputs'. A uniform input is read once; per-lane inputs and outputs are C-contiguous arrays
 of L lanes (a strided view is copied first), so the lane loop is plain affine code the
 compiler vectorizes. `call` returns None when an input is not of the dtype and shape the translation expected,
@@ -41,7 +41,7 @@ class NativeRun:
     def bind(self, lib: ctypes.CDLL) -> None:
         fn = getattr(lib, self.name)
         fn.argtypes = (ctypes.c_int64, ctypes.c_void_p)
-        fn.restype = None
+        fn.restype = ctypes.c_int
         self.fn = fn
 
 
@@ -61,21 +61,24 @@ def _as_input(x, slot: Slot, L: int) -> np.ndarray | None:
     return a if a.flags.c_contiguous else np.ascontiguousarray(a)
 
 
-def _window(gmem, base: np.ndarray, nrec: np.ndarray, store: bool) -> tuple[int, int, int, int] | None:
-    """For a buffer access: (host minus device address of the one tensor holding every lane's
-    window [base, base + num_records), whether a store marks written bytes, host minus device
-    address of the tensor's written-byte mask), or None (the Python line then resolves each
-    lane); and the tensor's base. What `GlobalMemory.read` / `write` record is recorded here."""
+def _window(gmem, base: np.ndarray, nrec: np.ndarray, store: bool) -> tuple[int, ...] | None:
+    """For a buffer access: (host minus device address of its tensor, whether a store marks
+    written bytes, host minus device address of the tensor's written-byte mask, the tensor's
+    device bounds), or None (the Python line then resolves each lane). A store's tensor holds
+    every lane's whole window [base, base + num_records); a load's holds every lane's base
+    (the C checks each address it reads). What `GlobalMemory.read` / `write` record is
+    recorded here."""
     lo = int(base.min())
-    hi = int((base + nrec).max())
+    hi = int((base + nrec).max()) if store else int(base.max()) + 1
     r = gmem.find(lo, max(1, hi - lo)) if hi > lo else None
     if r is None:
         return None
+    bounds = (r.base, r.base + r.size)
     if store and gmem.tracking:
-        return r.view.ctypes.data - r.base, 1, gmem.written_mask(r).view.ctypes.data - r.base, r.base
+        return (r.view.ctypes.data - r.base, 1, gmem.written_mask(r).view.ctypes.data - r.base) + bounds
     if gmem.tracking:
         gmem.read_bases.add(r.base)
-    return r.view.ctypes.data - r.base, 0, 0, r.base
+    return (r.view.ctypes.data - r.base, 0, 0) + bounds
 
 
 def call(run: NativeRun, ctx, ins: tuple) -> tuple | None:
@@ -96,13 +99,13 @@ def call(run: NativeRun, ctx, ins: tuple) -> tuple | None:
         ptrs[k] = a.ctypes.data
     if run.windows:
         regions = [0] * len(run.windows)
-        deltas = np.empty(3 * len(run.windows), np.int64)
+        deltas = np.empty(5 * len(run.windows), np.int64)
         for k, (b, r, store) in enumerate(run.windows):
             d = _window(ctx.gmem, held[b], held[r], store)
             if d is None:
                 run.fallbacks += 1
                 return None
-            deltas[3 * k: 3 * k + 3] = d[:3]
+            deltas[5 * k: 5 * k + 5] = d
             regions[k] = d[3]
         if run.windows[-1][2] and regions[-1] in regions[:-1]:
             # the store writes a tensor the run's loads read: lane after lane would let one
@@ -113,6 +116,8 @@ def call(run: NativeRun, ctx, ins: tuple) -> tuple | None:
     outs = tuple(np.empty((L,) if s.width == 1 else (L, s.width), s.dtype) for s in run.outputs)
     for k, o in enumerate(outs):
         ptrs[n + k] = o.ctypes.data
-    fn(L, ptrs.ctypes.data)
+    if fn(L, ptrs.ctypes.data):
+        run.fallbacks += 1
+        return None
     run.calls += 1
     return outs

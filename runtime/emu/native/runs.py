@@ -1,11 +1,12 @@
 """A native run: consecutive lane-wise ops of a lockstep translation, compiled to one C
 function over the lanes, and its call at run time.
 
-The C function is `int NR<k>(int64_t L, char **P)` (nonzero: a load left its tensor): P holds the inputs' addresses then the
-outputs'. A uniform input is read once; per-lane inputs and outputs are C-contiguous arrays
-of L lanes (a strided view is copied first), so the lane loop is plain affine code the
-compiler vectorizes. `call` returns None when an input is not of the dtype and shape the translation expected,
-or the module did not build: the generated code then runs the ops' Python lines instead.
+The C function is `int NR<k>(int64_t L, char **P)` (nonzero: a load left its tensor): P holds
+the inputs' addresses, then the outputs', then the buffer windows' (`_window`). A uniform
+input is read once; per-lane inputs and outputs are C-contiguous arrays of L lanes (a strided
+view is copied first), so the lane loop is plain affine code the compiler vectorizes. `call`
+returns None when an input is not of the dtype and shape the translation expected, a window
+check fails, or the module did not build: the generated code then runs the ops' Python lines.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ class Slot:
 
     dtype: np.dtype
     width: int
-    varying: bool = True  # per lane; else one value for all lanes
+    varying: bool | None = True  # per lane; False: one value for all lanes; None: either (read per lane)
 
 
 @dataclass
@@ -33,8 +34,7 @@ class NativeRun:
     ops: tuple[str, ...]  # the op names it compiles, in order
     # buffer accesses: (input index of the base, of num_records, a store?) per descriptor
     windows: tuple[tuple[int, int, bool], ...] = ()
-    fn: object = None  # the loaded function; None: not built (why)
-    why: str = ""
+    fn: object = None  # the loaded function; None: not built (codegen.NativeSummary.why)
     calls: int = field(default=0, compare=False)
     fallbacks: int = field(default=0, compare=False)
 
@@ -61,15 +61,15 @@ def _as_input(x, slot: Slot, L: int) -> np.ndarray | None:
     return a if a.flags.c_contiguous else np.ascontiguousarray(a)
 
 
-def _window(gmem, base: np.ndarray, nrec: np.ndarray, store: bool) -> tuple[int, ...] | None:
+def _window(gmem, base: np.ndarray, nrec: np.ndarray, store: bool, whole: bool) -> tuple[int, ...] | None:
     """For a buffer access: (host minus device address of its tensor, whether a store marks
     written bytes, host minus device address of the tensor's written-byte mask, the tensor's
-    device bounds), or None (the Python line then resolves each lane). A store's tensor holds
-    every lane's whole window [base, base + num_records); a load's holds every lane's base
-    (the C checks each address it reads). What `GlobalMemory.read` / `write` record is
-    recorded here."""
+    device bounds), or None (the Python line then resolves each lane). `whole`: the tensor
+    holds every lane's whole window [base, base + num_records), so no access can leave it;
+    else it holds every lane's base, and the C checks each address it reads (returning 1 if
+    one leaves it). What `GlobalMemory.read` / `write` record is recorded here."""
     lo = int(base.min())
-    hi = int((base + nrec).max()) if store else int(base.max()) + 1
+    hi = int((base + nrec).max()) if whole else int(base.max()) + 1
     r = gmem.find(lo, max(1, hi - lo)) if hi > lo else None
     if r is None:
         return None
@@ -100,8 +100,12 @@ def call(run: NativeRun, ctx, ins: tuple) -> tuple | None:
     if run.windows:
         regions = [0] * len(run.windows)
         deltas = np.empty(5 * len(run.windows), np.int64)
+        # a run that stores (its last access) must never stop half way: lanes before the
+        # stop would have stored, and the Python lines would run after them
+        stores = run.windows[-1][2]
         for k, (b, r, store) in enumerate(run.windows):
-            d = _window(ctx.gmem, held[b], held[r], store)
+            # from the values as given: a uniform field is one number, not L copies
+            d = _window(ctx.gmem, np.asarray(ins[b]), np.asarray(ins[r]), store, whole=stores)
             if d is None:
                 run.fallbacks += 1
                 return None

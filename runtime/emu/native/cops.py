@@ -22,6 +22,7 @@ import numpy as np
 
 from ldssan.passes.ir.irview import Op
 from ldssan.passes.ir.types import Type
+from ..ops.vector import reduction_kind
 
 __all__ = ["BOOL", "CEMIT", "COp", "Elem", "I64", "PRELUDE", "elem_of", "width_of"]
 
@@ -46,14 +47,12 @@ class Elem:
 
 
 _INTS = {w: Elem(np.dtype(f"int{w}"), f"int{w}_t", "int", w) for w in (8, 16, 32, 64)}
-_BOOL = Elem(np.dtype(np.bool_), "uint8_t", "bool", 8)
+BOOL = Elem(np.dtype(np.bool_), "uint8_t", "bool", 8)
+I64 = _INTS[64]
 _FLOATS = {"f32": Elem(np.dtype(np.float32), "float", "float", 32),
            "f64": Elem(np.dtype(np.float64), "double", "float", 64),
            "bf16": Elem(np.dtype(ml_dtypes.bfloat16), "uint16_t", "bf16", 16)}
-
-
 _BYTES = Elem(np.dtype(np.uint8), "uint8_t", "bytes", 8)  # integers wider than 64 bits, as the interpreter holds them
-BOOL, I64 = _BOOL, _INTS[64]
 
 
 def elem_of(t: Type) -> Elem | None:
@@ -63,9 +62,9 @@ def elem_of(t: Type) -> Elem | None:
     if s.kind == "int" and s.width > 64:
         return _BYTES if t.kind != "vector" and s.width % 8 == 0 else None
     if s.kind == "int":
-        e = _BOOL if s.width == 1 else _INTS.get(s.width)
+        e = BOOL if s.width == 1 else _INTS.get(s.width)
     elif s.kind == "index":
-        e = _INTS[64]
+        e = I64
     elif s.kind == "float":
         e = _FLOATS.get(s.name)
     else:
@@ -83,14 +82,13 @@ def width_of(t: Type) -> int:
 # becomes the quiet NaN of its sign). No libc: the module links with nothing.
 PRELUDE = r"""
 #include <stdint.h>
-typedef __SIZE_TYPE__ size_t;
 static inline float bf2f(uint16_t h) { union { uint32_t u; float f; } x; x.u = (uint32_t)h << 16; return x.f; }
 static inline uint16_t f2bf(float f) {
   union { uint32_t u; float f; } x; x.f = f;
   if (f != f) return (x.u >> 16) & 0x8000 ? 0xFFC0 : 0x7FC0;
   return (uint16_t)((x.u + 0x7FFFu + ((x.u >> 16) & 1u)) >> 16);
 }
-static inline int isnan_f(double f) { return f != f; }
+#define ISNAN(x) ((x) != (x))  /* in the value's own type: no widening in the lane loop */
 /* x86 (numpy's loops, ml_dtypes' float ops) returns the first operand of a binary op when it
    is a NaN, quieted. The compiler may swap the operands of + and *: name the winner. */
 static inline float qnan_f(float f) { union { uint32_t u; float f; } x; x.f = f; x.u |= 0x00400000u; return x.f; }
@@ -125,7 +123,7 @@ class COp:
     def arith(self, a: str, o: str, b: str) -> str:
         """`a o b` in the compute type, a NaN `a` winning as on x86 (PRELUDE)."""
         q = "qnan_d" if self.elem.compute == "double" else "qnan_f"
-        return f"(isnan_f({a}) ? {q}({a}) : {a} {o} {b})"
+        return f"(ISNAN({a}) ? {q}({a}) : {a} {o} {b})"
 
     def narrow(self, expr: str) -> str:
         """A compute-type expression stored as the result's element (bf16 rounded)."""
@@ -169,7 +167,7 @@ def float_minmax(c: COp):
     if c.elem.kind != "float" or not _same_elems(c):
         return None
     o = ">" if c.op.name.endswith("maximumf") else "<"
-    return c.each(lambda j: f"(({c.args[0](j)} {o} {c.args[1](j)}) || isnan_f({c.args[0](j)}) ? "
+    return c.each(lambda j: f"(({c.args[0](j)} {o} {c.args[1](j)}) || ISNAN({c.args[0](j)}) ? "
                             f"{c.args[0](j)} : {c.args[1](j)})")
 
 
@@ -223,7 +221,7 @@ def cmpf(c: COp):
 
     def expr(j: str) -> str:
         a, b = c.wide(0, j), c.wide(1, j)
-        uno = f"(isnan_f({a}) || isnan_f({b}))"
+        uno = f"(ISNAN({a}) || ISNAN({b}))"
         if pred in (0, 15):
             return "0" if pred == 0 else "1"
         if pred in (7, 14):
@@ -336,8 +334,7 @@ def insert(c: COp):
 
 @cemits("vector.reduction")
 def reduction(c: COp):
-    kind = c.op.attr("kind")
-    name = str(getattr(kind, "text", kind)).split("<")[-1].rstrip(">").strip()
+    name = reduction_kind(c.op)
     a = c.arg_elems[0]
     if name not in ("add", "mul") or a != c.elem or c.n != 1 or any(e != a for e in c.arg_elems):
         return None
@@ -358,7 +355,7 @@ def reduction(c: COp):
 
 
 _UNARY_F = {"math.sqrt": "sqrt", "llvm.intr.sqrt": "sqrt", "math.rsqrt": "rsqrt", "rocdl.rsq": "rsqrt",
-            "rocdl.sqrt": "sqrt", "math.absf": "fabs", "llvm.intr.fabs": "fabs", "rocdl.rcp": "rcp"}
+            "rocdl.sqrt": "sqrt", "math.absf": "fabs", "llvm.intr.fabs": "fabs"}
 
 
 @cemits(*_UNARY_F)
@@ -375,6 +372,6 @@ def float_unary(c: COp):
     def expr(j: str) -> str:
         x = c.wide(0, j)
         return {"sqrt": f"__builtin_sqrt{suffix}({x})", "rsqrt": f"({one} / __builtin_sqrt{suffix}({x}))",
-                "fabs": f"__builtin_fabs{suffix}({x})", "rcp": f"({one} / {x})"}[f]
+                "fabs": f"__builtin_fabs{suffix}({x})"}[f]
 
     return c.each(lambda j: c.narrow(expr(j)))

@@ -85,8 +85,6 @@ def _literal(value: int, t) -> str | None:
     return f"(({e.c})({e.unsigned if e.kind == 'int' else 'uint8_t'}){u}ull)"
 
 
-
-
 class Planner:
     """Native runs of one translation: their C (one module) and the Python that calls them."""
 
@@ -143,8 +141,9 @@ class Planner:
         """rocdl.raw.ptr.buffer.load (R.buffer_load): active lanes whose bytes lie within
         num_records read them, the others read 0. The call finds the one tensor holding every
         lane's base and passes its bounds; a lane that would read outside it makes the C
-        return 1, and the run's Python lines run instead (loads have no side effects: kernels
-        often set num_records to 2^32 - 1, past their tensor)."""
+        return 1, and the run's Python lines run instead (kernels often set num_records to
+        2^32 - 1, past their tensor). In a run that stores, the call asks for every lane's
+        whole window inside the tensor instead (`runs._window`): the C never stops there."""
         rtype = op.result_types[0]
         elem = elem_of(rtype)
         if elem is None or width_of(rtype) > MAX_WIDTH or len(op.operands) < 3:
@@ -255,16 +254,16 @@ class Planner:
         outputs = [(r, ty) for op in ops for r, ty in zip(op.results, op.result_types)
                    if self.uses.get(r, 0) > inner.get(r, 0)]
         names = list(inputs)
-        windows = []
+        windows: dict[tuple[str, str, bool], int] = {}  # each descriptor's window, numbered
         for c in pending:
-            w = None if c.window is None else (names.index(c.window[0]), names.index(c.window[1]), c.window[2])
-            if w is not None and w not in windows:
-                windows.append(w)
+            if c.window is not None:
+                windows.setdefault(c.window, len(windows))
         run = NativeRun(f"NR{len(self.runs)}", tuple(i.slot for i in inputs.values()),
                         tuple(Slot(elem_of(ty).dtype, width_of(ty)) for _, ty in outputs),
-                        tuple(op.name for op in ops), windows=tuple(windows))
+                        tuple(op.name for op in ops),
+                        windows=tuple((names.index(b), names.index(r), st) for b, r, st in windows))
         self.runs.append(run)
-        self.c_funcs.append(self._c_function(run, list(inputs.values()), outputs, pending, names))
+        self.c_funcs.append(self._c_function(run, list(inputs.values()), outputs, pending, windows))
         self.compiled_ops += len(ops)
         name = t.tmp("n")
         t.natives[run.name] = run
@@ -280,7 +279,8 @@ class Planner:
             t.out(f"({''.join(f'{t.v(r)}, ' for r, _ in outputs)}) = {name}" if outputs else "pass")
 
     @staticmethod
-    def _c_function(run: NativeRun, inputs: list[In], outputs, pending: list[Compiled], names: list[str]) -> str:
+    def _c_function(run: NativeRun, inputs: list[In], outputs, pending: list[Compiled],
+                    windows: dict[tuple[str, str, bool], int]) -> str:
         head, body = [], []
         for k, i in enumerate(inputs):
             e, w, c = i.elem, i.width, i.cname
@@ -293,11 +293,10 @@ class Planner:
             if c.op.results:
                 ty = c.op.result_types[0]
                 body.append(f"{elem_of(ty).c} v{c.op.results[0]}[{width_of(ty)}];")
-            lines = c.lines
-            if c.window is not None:
-                k = run.windows.index((names.index(c.window[0]), names.index(c.window[1]), c.window[2]))
-                lines = [ln.replace("WINDOW", str(k)) for ln in lines]
-            body.extend(lines)
+            if c.window is None:
+                body.extend(c.lines)
+            else:
+                body.extend(ln.replace("WINDOW", str(windows[c.window])) for ln in c.lines)
         n = len(inputs)
         for k, (r, ty) in enumerate(outputs):
             e, w = elem_of(ty), width_of(ty)

@@ -103,13 +103,18 @@ _REDUCE = {
 }
 
 
+def reduction_kind(op: Op) -> str:
+    """A `vector.reduction`'s combining kind: "add", "maxnumf", ..."""
+    kind = op.attr("kind")
+    return str(getattr(kind, "text", kind)).split("<")[-1].rstrip(">").strip()
+
+
 @emits("vector.reduction")
 def reduction(t, op: Op) -> None:
-    kind = str(op.attr("kind").text if hasattr(op.attr("kind"), "text") else op.attr("kind"))
-    name = kind.split("<")[-1].rstrip(">").strip()
+    name = reduction_kind(op)
     fn = _REDUCE.get(name)
     if fn is None:
-        raise t.unsupported(op, f"reduction kind {kind}")
+        raise t.unsupported(op, f"reduction kind {op.attr('kind')}")
     src = op.operands[0]
     res = op.results[0]
     dt = _dtype_expr(op.result_types[0])

@@ -63,6 +63,13 @@ class Op:
         return self.attrs.get(name, default)
 
 
+def reduction_kind(op: Op) -> str:
+    """A `vector.reduction`'s combining kind: "add", "maxnumf", ... (read by the emulator's
+    Python and C emitters alike)."""
+    kind = op.attr("kind")
+    return str(getattr(kind, "text", kind)).split("<")[-1].rstrip(">").strip()
+
+
 @dataclass(slots=True)
 class Function:
     name: str

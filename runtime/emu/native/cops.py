@@ -20,9 +20,8 @@ from typing import Callable
 import ml_dtypes
 import numpy as np
 
-from ldssan.passes.ir.irview import Op
+from ldssan.passes.ir.irview import Op, reduction_kind
 from ldssan.passes.ir.types import Type
-from ..ops.vector import reduction_kind
 
 __all__ = ["BOOL", "CEMIT", "COp", "Elem", "I64", "PRELUDE", "elem_of", "width_of"]
 

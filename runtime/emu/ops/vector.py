@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ldssan.passes.ir.irview import Op
+from ldssan.passes.ir.irview import Op, reduction_kind
 from . import emits
 from .arith import _dtype_expr
 
@@ -101,12 +101,6 @@ _REDUCE = {
     "minimumf": "np.min", "maximumf": "np.max", "minnumf": "np.nanmin", "maxnumf": "np.nanmax",
     "and": "np.bitwise_and.reduce", "or": "np.bitwise_or.reduce", "xor": "np.bitwise_xor.reduce",
 }
-
-
-def reduction_kind(op: Op) -> str:
-    """A `vector.reduction`'s combining kind: "add", "maxnumf", ..."""
-    kind = op.attr("kind")
-    return str(getattr(kind, "text", kind)).split("<")[-1].rstrip(">").strip()
 
 
 @emits("vector.reduction")

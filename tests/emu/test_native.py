@@ -95,7 +95,30 @@ def _packed(preds: list[str], op: str, ty: str, a: str, b: str) -> str:
     return "\n".join(lines) + f"\n      %r = arith.addi %acc{len(preds)}, %acc0 : i32"
 
 
+def _nan_pairs(ty: str) -> str:
+    """+ - * / of (x, y) in `ty`, each result's bits weighted by an odd number and summed: a
+    change in any one changes %r (which NaN an op returns when both are NaN differs per op
+    and per type: cops.nan_winner)."""
+    lines, ops = [], ["addf", "subf", "mulf", "divf"]
+    if ty == "f32":
+        lines += ["      %xv = arith.addf %x, %x : f32", "      %yv = arith.addf %y, %y : f32"]
+    else:
+        lines += [f"      %xv = arith.truncf %x : f32 to {ty}", f"      %yv = arith.truncf %y : f32 to {ty}"]
+    lines.append("      %acc0 = arith.constant 0 : i32")
+    for k, op in enumerate(ops):
+        lines.append(f"      %o{k} = arith.{op} %xv, %yv : {ty}")
+        if ty == "f32":
+            lines.append(f"      %i{k} = arith.bitcast %o{k} : f32 to i32")
+        else:
+            lines += [f"      %h{k} = arith.bitcast %o{k} : {ty} to i16", f"      %i{k} = arith.extui %h{k} : i16 to i32"]
+        lines += [f"      %w{k} = arith.constant {2 * k + 1} : i32", f"      %m{k} = arith.muli %i{k}, %w{k} : i32",
+                  f"      %acc{k + 1} = arith.addi %acc{k}, %m{k} : i32"]
+    return "\n".join(lines) + f"\n      %r = arith.addi %acc{len(ops)}, %acc0 : i32"
+
+
 CASES = {
+    "NaN pairs f32": (_nan_pairs("f32"), "i32", 1),
+    "NaN pairs bf16": (_nan_pairs("bf16"), "i32", 1),
     "float arithmetic": ("""
       %s = arith.addf %x, %y : f32
       %m = arith.mulf %s, %x : f32

@@ -39,6 +39,7 @@ class EmulationTimeout(StepBudgetExceeded):
 
 CHECK_EVERY = 4096  # iterations between two looks at the clock: keeps the hot path cheap
 LONG_LOOP = 4096  # uniform loops longer than this are charged chunk by chunk
+NATIVE_LOOP_LANE_STEPS = 1 << 28  # lane iterations of one native loop call (a few seconds at most)
 
 
 class Budget:
@@ -232,6 +233,24 @@ class WaveCtx:
             b.left -= n
             return r
         return b.loop(r)
+
+    def trip_params(self, lb, ub, step) -> np.ndarray | None:
+        """For a uniform loop run natively (native/loops.py): [lb, step, trip count] as int64,
+        or None when the Python loop must run instead: a trip count past the budget (the
+        Python loop then fails with the budget's message) or past NATIVE_LOOP_LANE_STEPS lane
+        iterations (one C call cannot look at the clock)."""
+        r = range(int(lb), int(ub), int(step))
+        n = len(r)
+        if n > self.budget.left or n * self.L > NATIVE_LOOP_LANE_STEPS:
+            return None
+        return np.array((r.start, r.step, n), np.int64)
+
+    def charge_loop(self, params: np.ndarray, body_ops: int) -> None:
+        """What the Python loop would have charged: its iterations to the budget, its ops to
+        the op count."""
+        n = int(params[2])
+        self.budget.charge(n)
+        self.nops += n * body_ops
 
     def asyncmark(self) -> None:
         self.marks.append(self.issued)

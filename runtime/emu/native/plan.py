@@ -21,10 +21,12 @@ so a run never changes what the kernel computes, only how fast (tests/emu/test_n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 from ldssan.passes.ir.irview import Block, Op
 from .cops import BOOL, CEMIT, I64, PRELUDE, COp, Elem, elem_of, width_of
+from .loops import compile_loop
 from .runs import NativeRun, Slot
 
 MIN_OPS = 2
@@ -47,19 +49,46 @@ class In:
         return Slot(self.elem.dtype, self.width, self.varying)
 
 
+Window = tuple[str, str, bool]  # a buffer access: the C names of its base and num_records, a store?
+
+
+def window_token(w: Window) -> str:
+    """Where a buffer access's C names its window's index in D (numbered per run)."""
+    return f"WINDOW({w[0]},{w[1]},{int(w[2])})"
+
+
 @dataclass
 class Compiled:
-    """One op's C and what it reads from outside itself."""
+    """One op's C and what it reads from outside itself (a loop: its whole nest)."""
 
     op: Op
     lines: list[str]
     ins: list[In]
-    # a buffer access: the C names of its base and num_records, and whether it stores
-    window: tuple[str, str, bool] | None = None
+    windows: list[Window] = field(default_factory=list)
+    before: list[str] = field(default_factory=list)  # Python written before the run's call
+    after: list[str] = field(default_factory=list)  # Python written when the call succeeds
+
+    size: int = 1  # ops compiled (a loop: its body's too)
+    # a loop that stores runs its iterations around the lane loop: the C opening it (after
+    # the uniform inputs are read) and closing it; such a run holds this loop alone
+    iterations: tuple[list[str], str] | None = None
+    reads: list[int] | None = None  # values read (None: the op's operands; a loop: its nest's)
+
+    def __post_init__(self):
+        if self.reads is None:
+            self.reads = list(self.op.operands)
 
     @property
-    def memory(self) -> str:
-        return "" if self.window is None else ("store" if self.window[2] else "load")
+    def stores(self) -> bool:
+        return any(w[2] for w in self.windows)
+
+
+_TOKEN = re.compile(r"WINDOW\([^)]*\)")
+
+
+def declare(results, types) -> list[str]:
+    """C arrays for an op's results."""
+    return [f"{elem_of(ty).c} v{r}[{width_of(ty)}];" for r, ty in zip(results, types)]
 
 
 def use_counts(blocks: list[Block]) -> dict[int, int]:
@@ -97,18 +126,21 @@ class Planner:
         self.python_ops = 0
 
     # -- which ops -------------------------------------------------------------------------------
-    def _value_in(self, v: int, ty) -> In | None:
+    def value_in(self, v: int, ty) -> In | None:
         e = elem_of(ty)
         if e is None or width_of(ty) > MAX_WIDTH:
             return None
         return In(self.t.v(v), f"v{v}", e, width_of(ty), not self.t.uniform(v))
 
-    def compile(self, op: Op) -> Compiled | None:
-        """The op's C for one lane, or None when it is not compiled here."""
+    def compile(self, op: Op, lanewise: bool = False) -> Compiled | None:
+        """The op's C for one lane, or None when it is not compiled here. `lanewise`: inside a
+        loop compiled whole (`loops`), where uniform ops are computed per lane too."""
         t = self.t
         if op.name == "rocdl.raw.ptr.buffer.store" and not op.results and not op.regions:
             return self._buffer_store(op)
-        if op.regions or len(op.results) != 1 or t.uniform(op.results[0]):
+        if op.name == "scf.for" and not lanewise:
+            return compile_loop(self, op)
+        if op.regions or len(op.results) != 1 or (t.uniform(op.results[0]) and not lanewise):
             return None
         if op.name == "rocdl.raw.ptr.buffer.load":
             return self._buffer_load(op)
@@ -121,7 +153,7 @@ class Planner:
         args, arrays, elems, widths, ins = [], [], [], [], []
         for v, ty in zip(op.operands, types):
             lit = self.literal(v, ty)
-            vin = None if lit is not None else self._value_in(v, ty)
+            vin = None if lit is not None else self.value_in(v, ty)
             if lit is None and vin is None:
                 return None
             if lit is not None:
@@ -154,29 +186,33 @@ class Planner:
         ins, test, where = got
         nb = elem.bits // 8 * width_of(rtype)
         res = f"v{op.results[0]}"
+        win = (ins[2].cname, ins[3].cname, False)
+        w = window_token(win)
         lines = [f"{{ {test.format(nb=nb)}",
-                 f"  if (in && ({where} < D[5 * WINDOW + 3] || {where} + {nb} > D[5 * WINDOW + 4])) return 1;",
-                 f"  if (in) __builtin_memcpy({res}, (const char *)(uintptr_t)(D[5 * WINDOW] + {where}), {nb});",
+                 f"  if (in && ({where} < D[5 * {w} + 3] || {where} + {nb} > D[5 * {w} + 4])) return 1;",
+                 f"  if (in) __builtin_memcpy({res}, (const char *)(uintptr_t)(D[5 * {w}] + {where}), {nb});",
                  f"  else __builtin_memset({res}, 0, {nb}); }}"]
-        return Compiled(op, lines, ins, (ins[2].cname, ins[3].cname, False))
+        return Compiled(op, lines, ins, [win])
 
     def _buffer_store(self, op: Op) -> Compiled | None:
         """rocdl.raw.ptr.buffer.store (R.buffer_store): active lanes within num_records write,
         the others nothing; while the launch tracks memory the written bytes are marked."""
         if len(op.operands) < 4:
             return None
-        data = self._value_in(op.operands[0], op.operand_types[0])
+        data = self.value_in(op.operands[0], op.operand_types[0])
         got = self._descriptor(op, 1)
         if data is None or got is None:
             return None
         ins, test, where = got
         nb = data.elem.bits // 8 * data.width
+        win = (ins[2].cname, ins[3].cname, True)
+        w = window_token(win)
         lines = [f"{{ {test.format(nb=nb)}",
                  "  if (in) {",
-                 f"    __builtin_memcpy((char *)(uintptr_t)(D[5 * WINDOW] + {where}), {data.cname}, {nb});",
-                 f"    if (D[5 * WINDOW + 1]) __builtin_memset((char *)(uintptr_t)(D[5 * WINDOW + 2] + {where}), 1, {nb});",
+                 f"    __builtin_memcpy((char *)(uintptr_t)(D[5 * {w}] + {where}), {data.cname}, {nb});",
+                 f"    if (D[5 * {w} + 1]) __builtin_memset((char *)(uintptr_t)(D[5 * {w} + 2] + {where}), 1, {nb});",
                  "  } }"]
-        return Compiled(op, lines, [data] + ins, (ins[2].cname, ins[3].cname, True))
+        return Compiled(op, lines, [data] + ins, [win])
 
     def _descriptor(self, op: Op, at: int):
         """The inputs of a buffer access whose descriptor, voffset and soffset are operands
@@ -184,7 +220,7 @@ class Planner:
         `in` for an access of {nb} bytes, the C of the lane's device address), or None."""
         t = self.t
         rsrc, voff, soff = op.operands[at:at + 3]
-        offs = [self._value_in(voff, op.operand_types[at + 1]), self._value_in(soff, op.operand_types[at + 2])]
+        offs = [self.value_in(voff, op.operand_types[at + 1]), self.value_in(soff, op.operand_types[at + 2])]
         if any(i is None or i.elem.kind != "int" or i.width != 1 for i in offs):
             return None
         r = t.v(rsrc)
@@ -214,7 +250,12 @@ class Planner:
         defined: set[int] = set()
         for op in ops:
             got = self.compile(op)
-            if got is not None and got.memory == "store":
+            if got is not None and got.iterations is not None:
+                self._flush(pending)
+                self._flush([got])
+                pending, defined = [], set()
+                continue
+            if got is not None and got.stores:
                 # C runs lane after lane, the interpreter op after op: a run ends at its one
                 # store, and its loads must read other tensors than the store writes
                 # (`runs.call` checks, else the Python lines run)
@@ -235,10 +276,11 @@ class Planner:
 
     def _flush(self, pending: list[Compiled]) -> None:
         t = self.t
-        if len(pending) < MIN_OPS:
+        size = sum(c.size for c in pending)
+        if size < MIN_OPS:
             for c in pending:
                 t.op(c.op)
-            self.python_ops += len(pending)
+            self.python_ops += size
             return
         ops = [c.op for c in pending]
         made = {f"v{r}" for op in ops for r in op.results}
@@ -248,26 +290,29 @@ class Planner:
                 if i.cname not in made:
                     inputs.setdefault(i.cname, i)
         inner: dict[int, int] = {}
-        for op in ops:
-            for v in op.operands:
+        for c in pending:
+            for v in c.reads:
                 inner[v] = inner.get(v, 0) + 1
         outputs = [(r, ty) for op in ops for r, ty in zip(op.results, op.result_types)
                    if self.uses.get(r, 0) > inner.get(r, 0)]
         names = list(inputs)
-        windows: dict[tuple[str, str, bool], int] = {}  # each descriptor's window, numbered
+        windows: dict[Window, int] = {}  # each descriptor's window, numbered
         for c in pending:
-            if c.window is not None:
-                windows.setdefault(c.window, len(windows))
+            for w in c.windows:
+                windows.setdefault(w, len(windows))
         run = NativeRun(f"NR{len(self.runs)}", tuple(i.slot for i in inputs.values()),
                         tuple(Slot(elem_of(ty).dtype, width_of(ty)) for _, ty in outputs),
                         tuple(op.name for op in ops),
                         windows=tuple((names.index(b), names.index(r), st) for b, r, st in windows))
         self.runs.append(run)
         self.c_funcs.append(self._c_function(run, list(inputs.values()), outputs, pending, windows))
-        self.compiled_ops += len(ops)
+        self.compiled_ops += size
         name = t.tmp("n")
         t.natives[run.name] = run
         prev, t.cur_op = t.cur_op, ops[0]
+        for c in pending:
+            for x in c.before:  # a loop's constants (ops) and its trip parameters (Python)
+                t.op(x) if isinstance(x, Op) else t.out(x)
         t.out(f"{name} = R.native({run.name}, ctx, ({''.join(f'{i.expr}, ' for i in inputs.values())}))")
         t.out(f"if {name} is None:")
         t.cur_op = prev
@@ -277,10 +322,13 @@ class Planner:
         t.out("else:")
         with t.indented():
             t.out(f"({''.join(f'{t.v(r)}, ' for r, _ in outputs)}) = {name}" if outputs else "pass")
+            for c in pending:
+                for ln in c.after:
+                    t.out(ln)
 
     @staticmethod
     def _c_function(run: NativeRun, inputs: list[In], outputs, pending: list[Compiled],
-                    windows: dict[tuple[str, str, bool], int]) -> str:
+                    windows: dict[Window, int]) -> str:
         head, body = [], []
         for k, i in enumerate(inputs):
             e, w, c = i.elem, i.width, i.cname
@@ -289,14 +337,10 @@ class Planner:
             else:
                 head.append(f"const {e.c} *restrict i{k} = (const {e.c} *)P[{k}];")
                 body.append(f"{e.c} {c}[{w}]; for (int j = 0; j < {w}; j++) {c}[j] = i{k}[l * {w} + j];")
+        number = {window_token(w): str(k) for w, k in windows.items()}
         for c in pending:
-            if c.op.results:
-                ty = c.op.result_types[0]
-                body.append(f"{elem_of(ty).c} v{c.op.results[0]}[{width_of(ty)}];")
-            if c.window is None:
-                body.extend(c.lines)
-            else:
-                body.extend(ln.replace("WINDOW", str(windows[c.window])) for ln in c.lines)
+            body.extend(declare(c.op.results, c.op.result_types))
+            body.extend(_TOKEN.sub(lambda m: number[m.group(0)], ln) for ln in c.lines)
         n = len(inputs)
         for k, (r, ty) in enumerate(outputs):
             e, w = elem_of(ty), width_of(ty)
@@ -305,7 +349,14 @@ class Planner:
         # per window: host minus device address, tracking?, mask minus device address, and the
         # tensor's device bounds (a load outside them returns 1: the Python lines then run)
         if run.windows:
-            head.append(f"const int64_t *D = (const int64_t *)P[{n + len(outputs)}];")
+            # a local copy: the stores (through char *) cannot change it, so it stays in registers
+            head.append(f"int64_t D[{5 * len(run.windows)}]; __builtin_memcpy(D, P[{n + len(outputs)}], sizeof D);")
+        iterations = pending[0].iterations
+        if iterations is not None:  # a loop that stores: its lanes inside its iterations
+            opening, closing = iterations
+            return (f"int {run.name}(int64_t L, char **P) {{\n  " + "\n  ".join(head + opening) + "\n"
+                    f"  for (int64_t l = 0; l < L; l++) {{\n    " + "\n    ".join(body) + "\n  }\n  "
+                    f"{closing}\n  return 0;\n}}\n")
         return (f"int {run.name}(int64_t L, char **P) {{\n  " + "\n  ".join(head) + "\n"
                 f"  for (int64_t l = 0; l < L; l++) {{\n    " + "\n    ".join(body) + "\n  }\n  return 0;\n}\n")
 

@@ -102,7 +102,7 @@ def call(run: NativeRun, ctx, ins: tuple) -> tuple | None:
         deltas = np.empty(5 * len(run.windows), np.int64)
         # a run that stores (its last access) must never stop half way: lanes before the
         # stop would have stored, and the Python lines would run after them
-        stores = run.windows[-1][2]
+        stores = any(w[2] for w in run.windows)
         for k, (b, r, store) in enumerate(run.windows):
             # from the values as given: a uniform field is one number, not L copies
             d = _window(ctx.gmem, np.asarray(ins[b]), np.asarray(ins[r]), store, whole=stores)
@@ -111,7 +111,7 @@ def call(run: NativeRun, ctx, ins: tuple) -> tuple | None:
                 return None
             deltas[5 * k: 5 * k + 5] = d
             regions[k] = d[3]
-        if run.windows[-1][2] and regions[-1] in regions[:-1]:
+        if any(w[2] and regions.count(regions[k]) > 1 for k, w in enumerate(run.windows)):
             # the store writes a tensor the run's loads read: lane after lane would let one
             # lane read another's new bytes, where the interpreter loads every lane first
             run.fallbacks += 1

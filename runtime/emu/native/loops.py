@@ -22,23 +22,17 @@ The translator writes, for a loop:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ldssan.passes.ir.irview import Op
+from .compiled import MAX_WIDTH, Compiled, In, OpCompiler, declare
 from .cops import I64, elem_of, width_of
-
-if TYPE_CHECKING:
-    from .plan import Compiled, Planner
 
 _CONSTANTS = ("arith.constant", "llvm.mlir.constant")
 _TERMINATORS = ("scf.yield", "scf.condition")
 
 
-def compile_loop(p: Planner, op: Op) -> Compiled | None:
+def compile_loop(p: OpCompiler, op: Op) -> Compiled | None:
     """The C of a whole uniform `scf.for` for one lane, or None (the loop stays Python; its
     body's ops can still form runs of their own)."""
-    from .plan import MAX_WIDTH, Compiled, In, declare
-
     t = p.t
     lb, ub, step, *inits = op.operands
     if len(op.regions) != 1 or len(op.regions[0]) != 1 or not all(t.uniform(v) for v in (lb, ub, step)):

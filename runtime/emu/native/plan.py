@@ -21,74 +21,14 @@ so a run never changes what the kernel computes, only how fast (tests/emu/test_n
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
-
 from ldssan.passes.ir.irview import Block, Op
-from .cops import BOOL, CEMIT, I64, PRELUDE, COp, Elem, elem_of, width_of
+from .compiled import MAX_WIDTH, TOKEN, Compiled, In, Window, declare, window_token
+from .cops import BOOL, CEMIT, I64, PRELUDE, COp, elem_of, width_of
 from .loops import compile_loop
 from .runs import NativeRun, Slot
 
 MIN_OPS = 2
-MAX_WIDTH = 64  # elements per lane of a value a run holds (C arrays on the stack)
 _CONSTANTS = ("arith.constant", "llvm.mlir.constant")
-
-
-@dataclass(frozen=True)
-class In:
-    """A value a run reads: its Python expression at the call and its C array."""
-
-    expr: str
-    cname: str
-    elem: Elem
-    width: int
-    varying: bool | None  # None: either shape (a buffer descriptor field); read per lane
-
-    @property
-    def slot(self) -> Slot:
-        return Slot(self.elem.dtype, self.width, self.varying)
-
-
-Window = tuple[str, str, bool]  # a buffer access: the C names of its base and num_records, a store?
-
-
-def window_token(w: Window) -> str:
-    """Where a buffer access's C names its window's index in D (numbered per run)."""
-    return f"WINDOW({w[0]},{w[1]},{int(w[2])})"
-
-
-@dataclass
-class Compiled:
-    """One op's C and what it reads from outside itself (a loop: its whole nest)."""
-
-    op: Op
-    lines: list[str]
-    ins: list[In]
-    windows: list[Window] = field(default_factory=list)
-    before: list[str] = field(default_factory=list)  # Python written before the run's call
-    after: list[str] = field(default_factory=list)  # Python written when the call succeeds
-
-    size: int = 1  # ops compiled (a loop: its body's too)
-    # a loop that stores runs its iterations around the lane loop: the C opening it (after
-    # the uniform inputs are read) and closing it; such a run holds this loop alone
-    iterations: tuple[list[str], str] | None = None
-    reads: list[int] | None = None  # values read (None: the op's operands; a loop: its nest's)
-
-    def __post_init__(self):
-        if self.reads is None:
-            self.reads = list(self.op.operands)
-
-    @property
-    def stores(self) -> bool:
-        return any(w[2] for w in self.windows)
-
-
-_TOKEN = re.compile(r"WINDOW\([^)]*\)")
-
-
-def declare(results, types) -> list[str]:
-    """C arrays for an op's results."""
-    return [f"{elem_of(ty).c} v{r}[{width_of(ty)}];" for r, ty in zip(results, types)]
 
 
 def use_counts(blocks: list[Block]) -> dict[int, int]:
@@ -334,13 +274,16 @@ class Planner:
             e, w, c = i.elem, i.width, i.cname
             if i.varying is False:  # one value for every lane: read before the loop
                 head.append(f"{e.c} {c}[{w}]; __builtin_memcpy({c}, P[{k}], {e.bits // 8 * w});")
+            elif i.varying is None:  # either: its lane stride (0: one value) is in S
+                head.append(f"const {e.c} *restrict i{k} = (const {e.c} *)P[{k}]; const int64_t s{k} = S[{k}];")
+                body.append(f"{e.c} {c}[{w}]; for (int j = 0; j < {w}; j++) {c}[j] = i{k}[l * s{k} + j];")
             else:
                 head.append(f"const {e.c} *restrict i{k} = (const {e.c} *)P[{k}];")
                 body.append(f"{e.c} {c}[{w}]; for (int j = 0; j < {w}; j++) {c}[j] = i{k}[l * {w} + j];")
         number = {window_token(w): str(k) for w, k in windows.items()}
         for c in pending:
             body.extend(declare(c.op.results, c.op.result_types))
-            body.extend(_TOKEN.sub(lambda m: number[m.group(0)], ln) for ln in c.lines)
+            body.extend(TOKEN.sub(lambda m: number[m.group(0)], ln) for ln in c.lines)
         n = len(inputs)
         for k, (r, ty) in enumerate(outputs):
             e, w = elem_of(ty), width_of(ty)
@@ -351,6 +294,8 @@ class Planner:
         if run.windows:
             # a local copy: the stores (through char *) cannot change it, so it stays in registers
             head.append(f"int64_t D[{5 * len(run.windows)}]; __builtin_memcpy(D, P[{n + len(outputs)}], sizeof D);")
+        if any(i.varying is None for i in inputs):
+            head.insert(0, f"const int64_t *S = (const int64_t *)P[{n + len(outputs) + 1}];")
         iterations = pending[0].iterations
         if iterations is not None:  # a loop that stores: its lanes inside its iterations
             opening, closing = iterations

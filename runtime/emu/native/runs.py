@@ -2,8 +2,9 @@
 function over the lanes, and its call at run time.
 
 The C function is `int NR<k>(int64_t L, char **P)` (nonzero: a load left its tensor): P holds
-the inputs' addresses, then the outputs', then the buffer windows' (`_window`). A uniform
-input is read once; per-lane inputs and outputs are C-contiguous arrays of L lanes (a strided
+the inputs' addresses, then the outputs', then the buffer windows' (`_window`), then each
+input's lane stride (a descriptor field may come uniform or per lane). A uniform input is
+read once; per-lane inputs and outputs are C-contiguous arrays of L lanes (a strided
 view is copied first), so the lane loop is plain affine code the compiler vectorizes. `call`
 returns None when an input is not of the dtype and shape the translation expected, a window
 check fails, or the module did not build: the generated code then runs the ops' Python lines.
@@ -52,9 +53,7 @@ def _as_input(x, slot: Slot, L: int) -> np.ndarray | None:
     if a.dtype != slot.dtype:
         return None
     shape = () if slot.width == 1 else (slot.width,)
-    if slot.varying is None and a.shape == shape:  # either shape: read per lane
-        return np.full((L,) + shape, a)
-    if slot.varying is False:
+    if slot.varying is False or (slot.varying is None and a.shape == shape):  # None: either (lane stride 0)
         return a if a.shape == shape else None
     if a.shape != (L,) + shape:
         return None
@@ -88,8 +87,9 @@ def call(run: NativeRun, ctx, ins: tuple) -> tuple | None:
         return None
     L = ctx.L
     n = len(ins)
-    ptrs = np.empty(n + len(run.outputs) + 1, np.uint64)
-    held = []
+    ptrs = np.zeros(n + len(run.outputs) + 2, np.uint64)
+    strides = np.zeros(n, np.int64)  # per input: elements from one lane to the next (0: one value)
+    held = [strides]
     for k, (x, slot) in enumerate(zip(ins, run.inputs)):
         a = _as_input(x, slot, L)
         if a is None:
@@ -97,6 +97,9 @@ def call(run: NativeRun, ctx, ins: tuple) -> tuple | None:
             return None
         held.append(a)
         ptrs[k] = a.ctypes.data
+        if a.ndim > (slot.width > 1):
+            strides[k] = slot.width
+    ptrs[-1] = strides.ctypes.data
     if run.windows:
         regions = [0] * len(run.windows)
         deltas = np.empty(5 * len(run.windows), np.int64)
@@ -116,7 +119,7 @@ def call(run: NativeRun, ctx, ins: tuple) -> tuple | None:
             # lane read another's new bytes, where the interpreter loads every lane first
             run.fallbacks += 1
             return None
-        ptrs[-1] = deltas.ctypes.data
+        ptrs[-2] = deltas.ctypes.data
     outs = tuple(np.empty((L,) if s.width == 1 else (L, s.width), s.dtype) for s in run.outputs)
     for k, o in enumerate(outs):
         ptrs[n + k] = o.ctypes.data

@@ -47,5 +47,9 @@ def place_in_cluster(w, dims: tuple[int, int, int] | None, cluster: int | None) 
     w.cluster = cluster
     c = dims or (1, 1, 1)
     w.cdim = tuple(np.int64(x) for x in c)
+    if dims is None:  # clusters of one: the cluster id is the workgroup id (no division per lane)
+        w.cid = tuple(w.bid)
+        w.cwg = tuple(np.int64(0) for _ in c)
+        return
     w.cid = tuple(b // x for b, x in zip(w.bid, c))
-    w.cwg = tuple(np.int64(0) for _ in c) if dims is None else tuple(b % x for b, x in zip(w.bid, c))
+    w.cwg = tuple(b % x for b, x in zip(w.bid, c))

@@ -323,41 +323,16 @@ class LockstepCtx(WaveCtx):
         super().__init__(wave=0, n_waves=W, groups=list(groups) * W, block=block, grid=grid, lds=lds,
                          gmem=gmem, lds_offsets=lds_offsets, batched=False, budget=budget, team=team)
         self.parts = parts
-        block_id = np.arange(B * W, dtype=np.int64)  # (g, w) blocks of 32 lanes
-        g, w = block_id // W, block_id % W
-        self.wave = np.repeat(w, WAVE)
-        self.lane_base = np.repeat(block_id * WAVE, WAVE)
-        self.group_base = np.repeat(g * lds.lds_bytes, WAVE)
-        # lanes of each part, in the part's own order (g*32 + l): a slice (a view) for one
-        # workgroup, else the part's column of the (B, W, 32) lane grid (`lanes_of`)
-        self.index = [slice(k * WAVE, (k + 1) * WAVE) if B == 1 else slice(0, B * WAVE) if W == 1 else
-                      PartLanes(B, W, k) for k in range(W)]
-        self.mask = self._gather(p.mask for p in parts)
-        self.mask_full = bool(self.mask.all())
-        self.tid = tuple(self._gather(p.tid[d] for p in parts) for d in range(3))
+        (self.lane, self.wave, self.lane_base, self.group_base, self.index, self.mask, self.mask_full,
+         self.tid) = _lockstep_geometry(B, W, tuple(block), lds.lds_bytes)
         if batched:  # code translated for batches: workgroup ids per lane
             gids = np.array(groups, dtype=np.int64).reshape(B, 3)
             self.bid = tuple(np.repeat(gids[:, d], W * WAVE) for d in range(3))
         self.groups_active = np.ones(B * W, dtype=bool)
 
     def _lane_arrays(self, groups, block, lds, batched: bool) -> None:
-        # the rest (lane_base, group_base, mask, tid, bid of a batch) is built from the parts
-        self.lane = np.tile(np.arange(WAVE, dtype=np.int64), len(groups))
+        # the geometry comes from `_lockstep_geometry`; a batch's bid is set in __init__
         self.bid = tuple(np.int64(x) for x in groups[0])
-
-    def _gather(self, per_part) -> np.ndarray:
-        """One per-lane array from the parts' per-lane arrays."""
-        out = None
-        per = self.L // len(self.parts)
-        for idx, a in zip(self.index, per_part):
-            a = np.broadcast_to(np.asarray(a), (per,))
-            if out is None:
-                out = np.empty(self.L, dtype=a.dtype)
-            if type(idx) is slice:
-                out[idx] = a
-            else:
-                out.reshape(idx.B, idx.W, WAVE)[:, idx.k] = a.reshape(idx.B, WAVE)
-        return out
 
     def split(self, mask, values):
         """(part, its lanes of `values`, its mask) for every wave with an active lane: per-lane
@@ -399,6 +374,43 @@ class LockstepCtx(WaveCtx):
         super().drain()
         for p in self.parts:
             p.drain()
+
+
+@register_cache
+@functools.lru_cache(maxsize=8)  # a few MB each, at most plan.LANE_BUDGET lanes
+def _lockstep_geometry(B: int, W: int, block: tuple[int, int, int], lds_bytes: int):
+    """(lane, wave, lane_base, group_base, index, mask, mask_full, tid) of a lockstep context
+    of B workgroups of W waves: its parts' `_geometry`, gathered once per shape (not once per
+    batch), read-only as the parts' are. `index`: the lanes of each part in the part's own
+    order (g*32 + l): a slice (a view) for one workgroup, else the part's column of the
+    (B, W, 32) lane grid (`lanes_of`)."""
+    L = B * W * WAVE
+    block_id = np.arange(B * W, dtype=np.int64)  # (g, w) blocks of 32 lanes
+    g, w = block_id // W, block_id % W
+    lane = np.tile(np.arange(WAVE, dtype=np.int64), B * W)
+    wave = np.repeat(w, WAVE)
+    lane_base = np.repeat(block_id * WAVE, WAVE)
+    group_base = np.repeat(g * lds_bytes, WAVE)
+    index = tuple(slice(k * WAVE, (k + 1) * WAVE) if B == 1 else slice(0, B * WAVE) if W == 1 else
+                  PartLanes(B, W, k) for k in range(W))
+    parts = [_geometry(k, B, block, lds_bytes) for k in range(W)]
+
+    def gather(per_part) -> np.ndarray:
+        out = None
+        for idx, a in zip(index, per_part):
+            if out is None:
+                out = np.empty(L, dtype=a.dtype)
+            if type(idx) is slice:
+                out[idx] = a
+            else:
+                out.reshape(B, W, WAVE)[:, idx.k] = a.reshape(B, WAVE)
+        return out
+
+    mask = gather(p[3] for p in parts)
+    tid = tuple(gather(p[5][d] for p in parts) for d in range(3))
+    for a in (lane, wave, lane_base, group_base, mask) + tid:
+        a.flags.writeable = False
+    return lane, wave, lane_base, group_base, index, mask, bool(mask.all()), tid
 
 
 class LockstepHooks:

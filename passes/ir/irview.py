@@ -63,6 +63,12 @@ class Op:
         return self.attrs.get(name, default)
 
 
+def enum_word(attr) -> str:
+    """The word of an enum attribute: `#gpu<dim x>` -> 'x'; `#gpu<shuffle_mode xor>` -> 'xor'."""
+    text = attr.text if hasattr(attr, "text") else str(attr)
+    return text.rstrip(">").split()[-1].split("<")[-1]
+
+
 def reduction_kind(op: Op) -> str:
     """A `vector.reduction`'s combining kind: "add", "maxnumf", ... (read by the emulator's
     Python and C emitters alike)."""

@@ -116,7 +116,44 @@ def _nan_pairs(ty: str) -> str:
     return "\n".join(lines) + f"\n      %r = arith.addi %acc{len(ops)}, %acc0 : i32"
 
 
+_SHUFFLES = """
+      %c1 = arith.constant 1 : i32
+      %c3 = arith.constant 3 : i32
+      %c5 = arith.constant 5 : i32
+      %c8 = arith.constant 8 : i32
+      %c16 = arith.constant 16 : i32
+      %c32 = arith.constant 32 : i32
+      %c33 = arith.constant 33 : i32
+      %s1, %ok1 = gpu.shuffle xor %x, %c5, %c32 : f32
+      %a1 = arith.addf %s1, %y : f32
+      %s2, %ok2 = gpu.shuffle up %a1, %c3, %c16 : f32
+      %a2 = arith.mulf %s2, %x : f32
+      %s3, %ok3 = gpu.shuffle down %a2, %c1, %c8 : f32
+      %s4, %ok4 = gpu.shuffle idx %s3, %c33, %c32 : f32
+      %v = vector.broadcast %s4 : f32 to vector<2xf32>
+      %s5, %ok5 = gpu.shuffle xor %v, %c16, %c32 : vector<2xf32>
+      %e = vector.extract %s5[1] : f32 from vector<2xf32>
+      %i4 = arith.bitcast %e : f32 to i32
+      %acc0 = arith.addi %i4, %i4 : i32""" + "".join(f"""
+      %b{k} = arith.extui %ok{k} : i1 to i32
+      %w{k} = arith.constant {1 << k} : i32
+      %m{k} = arith.muli %b{k}, %w{k} : i32
+      %acc{k} = arith.addi %acc{k - 1}, %m{k} : i32""" for k in range(1, 6))
+
+
 CASES = {
+    "shuffles": (_SHUFFLES + "\n      %r = arith.addi %acc5, %t : i32", "i32", 1),
+    # in a branch of a third of the lanes: the others are inactive sources, which read 0
+    "shuffles of some lanes": ("""
+      %c0i = arith.constant 0 : i32
+      %c3i = arith.constant 3 : i32
+      %third = arith.remsi %t, %c3i : i32
+      %some = arith.cmpi ne, %third, %c0i : i32
+      %r = scf.if %some -> (i32) {""" + _SHUFFLES + """
+        scf.yield %acc5 : i32
+      } else {
+        scf.yield %t : i32
+      }""", "i32", 1),
     "NaN pairs f32": (_nan_pairs("f32"), "i32", 1),
     "NaN pairs bf16": (_nan_pairs("bf16"), "i32", 1),
     "float arithmetic": ("""

@@ -53,6 +53,9 @@ class Compiled:
     # the uniform inputs are read) and closing it; such a run holds this loop alone
     iterations: tuple[list[str], str] | None = None
     reads: list[int] | None = None  # values read (None: the op's operands; a loop: its nest's)
+    # a cross-lane op: starts a stage of the run, reading `source` of other lanes (crosslane.py)
+    cross: bool = False
+    source: str | None = None
 
     def __post_init__(self):
         if self.reads is None:
@@ -64,6 +67,7 @@ class Compiled:
 
 
 TOKEN = re.compile(r"WINDOW\([^)]*\)")
+AT = re.compile(r"AT\((\w+);(\w+)\)")  # lane i's elements of a run value (crosslane.py)
 
 
 def declare(results, types) -> list[str]:
@@ -79,3 +83,5 @@ class OpCompiler(Protocol):
     def compile(self, op: Op, lanewise: bool = False) -> Compiled | None: ...
 
     def value_in(self, v: int, ty) -> In | None: ...
+
+    def literal(self, v: int, ty) -> str | None: ...

@@ -22,7 +22,8 @@ so a run never changes what the kernel computes, only how fast (tests/emu/test_n
 from __future__ import annotations
 
 from ldssan.passes.ir.irview import Block, Op
-from .compiled import MAX_WIDTH, TOKEN, Compiled, In, Window, declare, window_token
+from .compiled import AT, MAX_WIDTH, TOKEN, Compiled, In, Window, declare, window_token
+from .crosslane import compile_shuffle
 from .cops import BOOL, CEMIT, I64, PRELUDE, COp, elem_of, width_of
 from .loops import compile_loop
 from .runs import NativeRun, Slot
@@ -80,6 +81,8 @@ class Planner:
             return self._buffer_store(op)
         if op.name == "scf.for" and not lanewise:
             return compile_loop(self, op)
+        if op.name == "gpu.shuffle":  # other lanes' values: not inside a loop run lane by lane
+            return None if lanewise else compile_shuffle(self, op)
         if op.regions or len(op.results) != 1 or (t.uniform(op.results[0]) and not lanewise):
             return None
         if op.name == "rocdl.raw.ptr.buffer.load":
@@ -233,8 +236,9 @@ class Planner:
         for c in pending:
             for v in c.reads:
                 inner[v] = inner.get(v, 0) + 1
+        stages, stage_of, crossing = _stages(pending)
         outputs = [(r, ty) for op in ops for r, ty in zip(op.results, op.result_types)
-                   if self.uses.get(r, 0) > inner.get(r, 0)]
+                   if self.uses.get(r, 0) > inner.get(r, 0) or f"v{r}" in crossing]
         names = list(inputs)
         windows: dict[Window, int] = {}  # each descriptor's window, numbered
         for c in pending:
@@ -245,7 +249,7 @@ class Planner:
                         tuple(op.name for op in ops),
                         windows=tuple((names.index(b), names.index(r), st) for b, r, st in windows))
         self.runs.append(run)
-        self.c_funcs.append(self._c_function(run, list(inputs.values()), outputs, pending, windows))
+        self.c_funcs.append(self._c_function(run, list(inputs.values()), outputs, stages, stage_of, windows))
         self.compiled_ops += size
         name = t.tmp("n")
         t.natives[run.name] = run
@@ -267,28 +271,28 @@ class Planner:
                     t.out(ln)
 
     @staticmethod
-    def _c_function(run: NativeRun, inputs: list[In], outputs, pending: list[Compiled],
-                    windows: dict[Window, int]) -> str:
-        head, body = [], []
+    def _c_function(run: NativeRun, inputs: list[In], outputs, stages: list[list[Compiled]],
+                    stage_of: dict[str, int], windows: dict[Window, int]) -> str:
+        head, lane_in = [], []
+        at: dict[str, tuple[str, str]] = {}  # C name -> (its lanes' array, elements per lane)
         for k, i in enumerate(inputs):
             e, w, c = i.elem, i.width, i.cname
             if i.varying is False:  # one value for every lane: read before the loop
                 head.append(f"{e.c} {c}[{w}]; __builtin_memcpy({c}, P[{k}], {e.bits // 8 * w});")
+                at[c] = (c, "0")
             elif i.varying is None:  # either: its lane stride (0: one value) is in S
                 head.append(f"const {e.c} *restrict i{k} = (const {e.c} *)P[{k}]; const int64_t s{k} = S[{k}];")
-                body.append(f"{e.c} {c}[{w}]; for (int j = 0; j < {w}; j++) {c}[j] = i{k}[l * s{k} + j];")
+                lane_in.append(f"{e.c} {c}[{w}]; for (int j = 0; j < {w}; j++) {c}[j] = i{k}[l * s{k} + j];")
+                at[c] = (f"i{k}", f"s{k}")
             else:
                 head.append(f"const {e.c} *restrict i{k} = (const {e.c} *)P[{k}];")
-                body.append(f"{e.c} {c}[{w}]; for (int j = 0; j < {w}; j++) {c}[j] = i{k}[l * {w} + j];")
-        number = {window_token(w): str(k) for w, k in windows.items()}
-        for c in pending:
-            body.extend(declare(c.op.results, c.op.result_types))
-            body.extend(TOKEN.sub(lambda m: number[m.group(0)], ln) for ln in c.lines)
+                lane_in.append(f"{e.c} {c}[{w}]; for (int j = 0; j < {w}; j++) {c}[j] = i{k}[l * {w} + j];")
+                at[c] = (f"i{k}", str(w))
         n = len(inputs)
         for k, (r, ty) in enumerate(outputs):
             e, w = elem_of(ty), width_of(ty)
             head.append(f"{e.c} *restrict o{k} = ({e.c} *)P[{n + k}];")
-            body.append(f"for (int j = 0; j < {w}; j++) o{k}[l * {w} + j] = v{r}[j];")
+            at[f"v{r}"] = (f"o{k}", str(w))
         # per window: host minus device address, tracking?, mask minus device address, and the
         # tensor's device bounds (a load outside them returns 1: the Python lines then run)
         if run.windows:
@@ -296,14 +300,54 @@ class Planner:
             head.append(f"int64_t D[{5 * len(run.windows)}]; __builtin_memcpy(D, P[{n + len(outputs)}], sizeof D);")
         if any(i.varying is None for i in inputs):
             head.insert(0, f"const int64_t *S = (const int64_t *)P[{n + len(outputs) + 1}];")
-        iterations = pending[0].iterations
-        if iterations is not None:  # a loop that stores: its lanes inside its iterations
+        number = {window_token(w): str(k) for w, k in windows.items()}
+
+        def resolve(line: str) -> str:
+            line = TOKEN.sub(lambda m: number[m.group(0)], line)
+            return AT.sub(lambda m: f"({at[m.group(1)][0]} + ({m.group(2)}) * {at[m.group(1)][1]})", line)
+
+        loops = []
+        for s, items in enumerate(stages):
+            body = list(lane_in)
+            for k, (r, ty) in enumerate(outputs):  # what earlier stages made, this lane's
+                if stage_of[f"v{r}"] < s:
+                    w = width_of(ty)
+                    body.append(f"{elem_of(ty).c} v{r}[{w}]; for (int j = 0; j < {w}; j++) v{r}[j] = o{k}[l * {w} + j];")
+            for c in items:
+                body.extend(declare(c.op.results, c.op.result_types))
+                body.extend(resolve(ln) for ln in c.lines)
+            for k, (r, ty) in enumerate(outputs):
+                if stage_of[f"v{r}"] == s:
+                    w = width_of(ty)
+                    body.append(f"for (int j = 0; j < {w}; j++) o{k}[l * {w} + j] = v{r}[j];")
+            loops.append("  for (int64_t l = 0; l < L; l++) {\n    " + "\n    ".join(body) + "\n  }\n")
+        iterations = stages[0][0].iterations
+        if iterations is not None:  # a loop that stores (alone in its run): its lanes inside its iterations
             opening, closing = iterations
             return (f"int {run.name}(int64_t L, char **P) {{\n  " + "\n  ".join(head + opening) + "\n"
-                    f"  for (int64_t l = 0; l < L; l++) {{\n    " + "\n    ".join(body) + "\n  }\n  "
-                    f"{closing}\n  return 0;\n}}\n")
-        return (f"int {run.name}(int64_t L, char **P) {{\n  " + "\n  ".join(head) + "\n"
-                f"  for (int64_t l = 0; l < L; l++) {{\n    " + "\n    ".join(body) + "\n  }\n  return 0;\n}\n")
+                    + loops[0] + f"  {closing}\n  return 0;\n}}\n")
+        return f"int {run.name}(int64_t L, char **P) {{\n  " + "\n  ".join(head) + "\n" + "".join(loops) + \
+            "  return 0;\n}\n"
 
     def source(self) -> str:
         return PRELUDE + "\n" + "\n".join(self.c_funcs)
+
+
+def _stages(pending: list[Compiled]):
+    """The run's stages (a cross-lane op starts one), the stage making each value (by C
+    name), and the values a later stage reads (they go through the run's output arrays)."""
+    stages: list[list[Compiled]] = [[]]
+    stage_of: dict[str, int] = {}
+    crossing: set[str] = set()
+    for c in pending:
+        if c.cross and stages[-1]:
+            stages.append([])
+        s = len(stages) - 1
+        for v in c.reads:
+            if stage_of.get(f"v{v}", s) < s:
+                crossing.add(f"v{v}")
+        if c.source is not None and c.source in stage_of:
+            crossing.add(c.source)
+        stages[-1].append(c)
+        stage_of.update((f"v{r}", s) for r in c.op.results)
+    return stages, stage_of, crossing

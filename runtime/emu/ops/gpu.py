@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-from ldssan.passes.ir.irview import Op, RawAttr
+from ldssan.passes.ir.irview import Op, enum_word
 from ..events import WORKGROUP_BARRIER
 from . import emits, one_line
 
 _DIMS = {"x": 0, "y": 1, "z": 2}
 
 
-def _enum_word(attr) -> str:
-    """`#gpu<dim x>` -> 'x'; `#gpu<shuffle_mode xor>` -> 'xor'."""
-    text = attr.text if isinstance(attr, RawAttr) else str(attr)
-    return text.rstrip(">").split()[-1].split("<")[-1]
-
-
 def _dim(op: Op) -> int:
-    return _DIMS[_enum_word(op.attr("dimension"))]
+    return _DIMS[enum_word(op.attr("dimension"))]
 
 
 def _per_dim(expr: str):
@@ -71,7 +65,7 @@ def ret(t, op: Op) -> None:
 def shuffle(t, op: Op) -> None:
     val, offset, width = op.operands
     res, valid = op.results
-    mode = _enum_word(op.attr("mode"))
+    mode = enum_word(op.attr("mode"))
     t.out(f"{t.v(res)}, {t.v(valid)} = R.shuffle(ctx, {t.lanes(val)}, {t.v(offset)}, {t.v(width)}, "
           f"{mode!r}, {t.mask})")
 

@@ -20,7 +20,7 @@ so an exception while translating or running names the op and its Python source 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -45,6 +45,7 @@ class NativeSummary:
     runs: list  # native.NativeRun
     compiled_ops: int  # ops inside native runs
     python_ops: int  # lane-wise ops left in Python: runs too short
+    interpreted: dict = field(default_factory=dict)  # op name -> ops the planner left to Python
     why: str = ""  # the runs are not built (they run as Python): why
 
     def calls(self) -> int:
@@ -54,6 +55,9 @@ class NativeSummary:
         """The split, with `calls` native calls made by one launch."""
         out = {"runs": len(self.runs), "compiled_ops": self.compiled_ops, "python_lane_ops": self.python_ops,
                "calls": calls, "fallbacks": sum(r.fallbacks for r in self.runs)}
+        if self.interpreted:  # what cuts the runs, most frequent first
+            top = sorted(self.interpreted.items(), key=lambda kv: (-kv[1], kv[0]))[:8]
+            out["interpreted"] = dict(top)
         if self.why:
             out["not_built"] = self.why
         return out
@@ -349,7 +353,7 @@ def _build_native(planner: Planner | None) -> NativeSummary | None:
     unbound and run as Python, the reason kept for the launch record."""
     if planner is None:
         return None
-    summary = NativeSummary(planner.runs, planner.compiled_ops, planner.python_ops)
+    summary = NativeSummary(planner.runs, planner.compiled_ops, planner.python_ops, dict(planner.interpreted))
     if planner.runs:
         try:
             lib = load_native(planner.source())

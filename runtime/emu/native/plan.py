@@ -65,6 +65,9 @@ class Planner:
         self.c_funcs: list[str] = []
         self.compiled_ops = 0
         self.python_ops = 0
+        # lane-wise ops (and ops without results) the planner left to Python, by name: what
+        # cuts the runs (the launch record lists the most frequent)
+        self.interpreted: dict[str, int] = {}
 
     # -- which ops -------------------------------------------------------------------------------
     def value_in(self, v: int, ty) -> In | None:
@@ -214,6 +217,8 @@ class Planner:
                 continue
             self._flush(pending)
             pending, defined = [], set()
+            if not op.regions and (not op.results or not all(self.t.uniform(r) for r in op.results)):
+                self.interpreted[op.name] = self.interpreted.get(op.name, 0) + 1
             self.t.op(op)
         self._flush(pending)
 

@@ -31,11 +31,11 @@ from ldssan.passes.ir.irview import Block, Function, Loc, ModuleView, Op
 from .ops import load_all
 from ldssan.passes.ir.types import Type
 from .errors import EmulationError, UnsupportedOp, fail_closed
-from .native import NativeBuildError, Planner, load as load_native
+from .native import NativeBuildError, Planner, cached as native_cached, estimate_seconds as native_compile_seconds, load as load_native
 from .uniformity import analyze, lockstep_refusal, split_possible
 
-__all__ = ["EmulationError", "Program", "Translator", "UnsupportedOp", "clear_cache", "translate",
-           "translate_lockstep"]
+__all__ = ["EmulationError", "Program", "Translator", "UnsupportedOp", "build_deferred", "clear_cache",
+           "translate", "translate_lockstep"]
 
 
 @dataclass
@@ -47,14 +47,48 @@ class NativeSummary:
     python_ops: int  # lane-wise ops left in Python: runs too short
     interpreted: dict = field(default_factory=dict)  # op name -> ops the planner left to Python
     why: str = ""  # the runs are not built (they run as Python): why
+    # a deferred build: the C, and the lane-ops its runs may run as Python before it is
+    # compiled (`owe`); None once built or failed
+    source: str | None = None
+    build_at: float = 0.0
+    owed: float = 0.0
+    waited: int = 0  # calls that ran as Python while the build was deferred
 
     def calls(self) -> int:
         return sum(r.calls for r in self.runs)
 
-    def as_dict(self, calls: int) -> dict:
-        """The split, with `calls` native calls made by one launch."""
+    def build(self) -> None:
+        """Compile and bind the runs now (if not done): on a failure they stay Python, `why` says why."""
+        source, self.source = self.source, None
+        if source is None:
+            return
+        for run in self.runs:
+            run.lazy = None
+        try:
+            lib = load_native(source)
+            for run in self.runs:
+                run.bind(lib)
+        except NativeBuildError as exc:
+            self.why = str(exc).splitlines()[0]
+
+    def owe(self, work: float) -> bool:
+        """A run would have done `work` lane-ops natively but ran as Python: once the owed
+        work is worth the compile (`build_at`, ski rental: at most twice the better choice's
+        cost), build. True when the runs are bound now."""
+        self.owed += work
+        self.waited += 1
+        if self.owed < self.build_at:
+            return False
+        self.build()
+        return not self.why
+
+    def as_dict(self, calls: int, waited: int = 0) -> dict:
+        """The split, with `calls` native calls made by one launch and `waited` run as Python
+        while the build was deferred."""
         out = {"runs": len(self.runs), "compiled_ops": self.compiled_ops, "python_lane_ops": self.python_ops,
                "calls": calls, "fallbacks": sum(r.fallbacks for r in self.runs)}
+        if waited:
+            out["python_calls_before_build"] = waited
         if self.interpreted:  # what cuts the runs, most frequent first
             top = sorted(self.interpreted.items(), key=lambda kv: (-kv[1], kv[0]))[:8]
             out["interpreted"] = dict(top)
@@ -354,14 +388,22 @@ def _build_native(planner: Planner | None) -> NativeSummary | None:
     if planner is None:
         return None
     summary = NativeSummary(planner.runs, planner.compiled_ops, planner.python_ops, dict(planner.interpreted))
-    if planner.runs:
-        try:
-            lib = load_native(planner.source())
-            for run in planner.runs:
-                run.bind(lib)
-        except NativeBuildError as exc:
-            summary.why = str(exc).splitlines()[0]
+    if not planner.runs:
+        return summary
+    summary.source = planner.source()
+    if native_cached(summary.source):
+        summary.build()  # loading a cached object costs milliseconds
+        return summary
+    # not compiled on this machine yet: the runs start as Python and build once the work
+    # they ran as Python (lane-ops, at ~2.5 ns each saved) is worth the compile's seconds; a
+    # kernel launched once or twice never pays for a compile (FLYDSL_LDSSAN_NATIVE=on builds at once)
+    summary.build_at = native_compile_seconds(summary.source) / SAVED_PER_LANE_OP_S
+    for run in planner.runs:
+        run.lazy = summary
     return summary
+
+
+SAVED_PER_LANE_OP_S = 2.5e-9  # a lane-op in numpy (2-5 ns) against native (~0.3 ns), measured on RMSNorm
 
 
 _REFUSALS: dict[str, str | None] = {}  # lockstep refusals by IR key (None: lockstep runs it)
@@ -387,6 +429,14 @@ def translate_lockstep(view: ModuleView, fn_name: str, *, batched: bool, native:
         if key is not None:
             _REFUSALS[key] = why
         return None, why
+
+
+def build_deferred() -> None:
+    """Compile every translation's deferred native runs now (benchmarks measure the steady
+    state: their warm-up call builds what a long run would have built)."""
+    for prog in list(_CACHE.values()):
+        if prog.native is not None:
+            prog.native.build()
 
 
 @register_reset

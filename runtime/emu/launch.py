@@ -80,12 +80,12 @@ class Launcher:
         if plan.lockstep_batch_refused:
             rec.stats["lockstep_batch_refused"] = plan.lockstep_batch_refused
         native = run.native_program(plan)
-        calls = native.calls() if native else 0
+        calls, waited = (native.calls(), native.waited) if native else (0, 0)
         t0 = time.perf_counter()
         RUNNERS[plan.strategy](plan, geom, run, args)
         rec.seconds = time.perf_counter() - t0
         if native:
-            rec.stats["native"] = native.as_dict(native.calls() - calls)
+            rec.stats["native"] = native.as_dict(native.calls() - calls, native.waited - waited)
         self.records.append(rec)
 
 

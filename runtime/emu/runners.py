@@ -78,6 +78,7 @@ class LaunchRun:
         # lockstep runs of lane-wise ops compiled to C ("auto": launches of NATIVE_LANES
         # threads or more, where a call's fixed cost is small beside its lanes' work)
         self.native = native == "on" or (native == "auto" and geom.n_threads * geom.n_groups >= NATIVE_LANES)
+        self.native_eager = native == "on"
         self._lockstep: dict[bool, tuple[Program | None, str | None]] = {}
         self.record: LaunchRecord | None = None
 
@@ -96,6 +97,8 @@ class LaunchRun:
         if got is None:
             got = self._lockstep[batched] = translate_lockstep(self.view, self.kernel, batched=batched,
                                                                native=self.native, cache_key=self.cache_key)
+            if self.native_eager and got[0] is not None and got[0].native is not None:
+                got[0].native.build()  # "on": no deferred build
         return got[1]
 
     def lockstep_program(self, batched: bool) -> Program:

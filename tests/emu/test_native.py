@@ -516,3 +516,25 @@ def test_planted_bugs_are_reported_alike_with_native_runs(name, monkeypatch):
                                for v in col.violations))
     assert seen["on"][1] and seen["on"][1] == seen["off"][1]
     assert torch.equal(seen["on"][0], seen["off"][0])
+
+
+def test_auto_compiles_a_kernel_once_its_python_runs_would_pay_for_the_compile(tmp_path, monkeypatch):
+    # an empty disk cache: "auto" runs the runs as Python first, and builds once the lane-ops
+    # they ran that way are worth the compile (here: after about one launch's work)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    codegen.clear_cache()
+    first, stats = _rmsnorm("auto")
+    assert stats["calls"] == 0 and stats["python_calls_before_build"] > 0, stats
+    owed = codegen._CACHE and next(p.native for p in codegen._CACHE.values() if p.native).owed
+    monkeypatch.setattr(build, "COMPILE_FIXED_S", owed * codegen.SAVED_PER_LANE_OP_S * 1.5)
+    monkeypatch.setattr(build, "COMPILE_PER_LINE_S", 0.0)
+    codegen.clear_cache()
+    seen = [_rmsnorm("auto") for _ in range(3)]
+    assert seen[0][1]["calls"] == 0 and seen[1][1]["calls"] > 0, [s for _, s in seen]  # built in the 2nd
+    assert seen[2][1].get("python_calls_before_build", 0) == 0 and seen[2][1]["calls"] > 0
+    for y, _ in seen:
+        assert torch.equal(y.view(torch.int16), first.view(torch.int16))
+    # now on disk: a new process (a cleared translation cache) loads it at once
+    codegen.clear_cache()
+    _, stats = _rmsnorm("auto")
+    assert stats["calls"] > 0 and "python_calls_before_build" not in stats, stats

@@ -8,8 +8,8 @@ reference: a run whose inputs are not as expected, or that did not build, runs i
 Python lines instead, and tests compare the two bit for bit.
 """
 
-from .build import NativeBuildError, load
+from .build import NativeBuildError, cached, estimate_seconds, load
 from .plan import Planner
 from .runs import NativeRun, call
 
-__all__ = ["NativeBuildError", "NativeRun", "Planner", "call", "load"]
+__all__ = ["NativeBuildError", "NativeRun", "Planner", "cached", "call", "estimate_seconds", "load"]

@@ -36,6 +36,9 @@ class NativeRun:
     # buffer accesses: (input index of the base, of num_records, a store?) per descriptor
     windows: tuple[tuple[int, int, bool], ...] = ()
     fn: object = None  # the loaded function; None: not built (codegen.NativeSummary.why)
+    # not built yet (a deferred build, codegen.NativeSummary): told the work each call would
+    # have done natively, it builds the module once that work pays for the compile
+    lazy: object = None
     calls: int = field(default=0, compare=False)
     fallbacks: int = field(default=0, compare=False)
 
@@ -84,7 +87,11 @@ def call(run: NativeRun, ctx, ins: tuple) -> tuple | None:
     """The run's outputs for lanes 0..L-1, or None (the caller runs the Python lines)."""
     fn = run.fn
     if fn is None:
-        return None
+        if run.lazy is None or not run.lazy.owe(ctx.L * len(run.ops)):
+            return None
+        fn = run.fn
+        if fn is None:
+            return None
     L = ctx.L
     n = len(ins)
     ptrs = np.zeros(n + len(run.outputs) + 2, np.uint64)

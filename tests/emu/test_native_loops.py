@@ -119,3 +119,60 @@ def test_a_loop_longer_than_the_budget_fails_as_the_python_loop_does():
     for native in ("on", "off"):
         with pytest.raises(StepBudgetExceeded, match="1,000 iterations"):
             _launch(body, native, step_budget=500)
+
+
+# an index-typed counter; a loop inside a branch of some lanes (its loads under their mask);
+# a loop whose body shuffles (not compiled whole: its body's runs are, iteration by iteration)
+OTHER_LOOPS = {
+    "index counter": """
+      %i0 = arith.constant 0 : index
+      %i1 = arith.constant 1 : index
+      %i7 = arith.constant 7 : index
+      %r = scf.for %i = %i0 to %i7 step %i1 iter_args(%acc = %ia) -> (i32) {
+        %k = arith.index_cast %i : index to i32
+        %m = arith.muli %acc, %k : i32
+        %s = arith.xori %m, %ib : i32
+        scf.yield %s : i32
+      }""",
+    "inside a branch": _DESC.format(nrec=4 * N, lb=0, ub=5, step=1).replace("{", "{{").replace("}", "}}") + """
+      %c3 = arith.constant 3 : i32
+      %third = arith.remsi %t, %c3 : i32
+      %some = arith.cmpi ne, %third, %c0 : i32
+      %r = scf.if %some -> (i32) {
+        %l = scf.for %i = %lb to %ub step %st iter_args(%acc = %ia) -> (i32) : i32 {
+          %w = arith.addi %t, %i : i32
+          %o = arith.muli %w, %c4 : i32
+          %ld = rocdl.raw.ptr.buffer.load %rs, %o, %c0, 0 : i32
+          %s = arith.addi %acc, %ld : i32
+          scf.yield %s : i32
+        }
+        scf.yield %l : i32
+      } else {
+        scf.yield %ib : i32
+      }""",
+    "shuffles in the body": """
+      %c0 = arith.constant 0 : i32
+      %c1 = arith.constant 1 : i32
+      %c4 = arith.constant 4 : i32
+      %c32 = arith.constant 32 : i32
+      %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%acc = %ia) -> (i32) : i32 {
+        %f = arith.sitofp %acc : i32 to f32
+        %sh, %ok = gpu.shuffle xor %f, %c1, %c32 : f32
+        %g = arith.addf %sh, %x : f32
+        %gi = arith.bitcast %g : f32 to i32
+        %s = arith.xori %gi, %acc : i32
+        scf.yield %s : i32
+      }""",
+}
+
+
+@pytest.mark.parametrize("name", list(OTHER_LOOPS))
+def test_other_loops_give_the_interpreters_bits(name):
+    body = OTHER_LOOPS[name]
+    codegen.clear_cache()
+    got, stats, ops_on = _launch(body, "on")
+    whole = [r.calls for r in _loop_runs()]
+    assert whole == ([] if name == "shuffles in the body" else [1]), whole
+    want, _, ops_off = _launch(body, "off")
+    np.testing.assert_array_equal(got, want)
+    assert ops_on == ops_off and stats["fallbacks"] == 0, stats

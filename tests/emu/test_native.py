@@ -365,20 +365,39 @@ def test_buffer_stores_in_native_runs_write_within_num_records_only():
     assert (want[150:] == -3).all() and (want[:150] != -3).any()
 
 
-def test_a_run_that_stores_never_stops_half_way():
-    # a wide descriptor's loads are checked address by address, and the C stops at one
-    # outside its tensor; in a run that stores, lanes before the stop would have stored, so
-    # there every window must lie inside its tensor, else the Python lines run
-    body = _buffer_body(1 << 40, 0).replace("%q = arith.subi %o16, %off : i32", "%q = arith.subi %off, %off : i32")
-    body = body.replace("      %off = arith.muli", """      %c600 = arith.constant 600 : i64
+def _wide_store_body(past: bool) -> str:
+    """Loads through a descriptor of 2^40 bytes, 16 bytes at 0 (`past`: at 12t, past %a for
+    the last lanes), in the run of a store of %out through a 600-byte descriptor."""
+    body = _buffer_body(1 << 40, 0)
+    if not past:
+        body = body.replace("%q = arith.subi %o16, %off : i32", "%q = arith.subi %off, %off : i32")
+    return body.replace("      %off = arith.muli", """      %c600 = arith.constant 600 : i64
       %ro = rocdl.make.buffer.rsrc %out, %stride, %c600, %flags : <1> to <8>
       %off = arith.muli""") + """
       %r2 = arith.muli %r, %r : i32
       rocdl.raw.ptr.buffer.store %r2, %ro, %off, %c0, 0 : i32"""
+
+
+def test_a_run_that_stores_through_wide_descriptors_runs_natively():
+    # windows not whole inside their tensors: a dry run checks every address first, then
+    # the run stores (it never stops half way)
+    body = _wide_store_body(False)
     got, stats = _run(body, "i32", "on", store=False)
     want, _ = _run(body, "i32", "off", store=False)
-    assert stats["fallbacks"] >= 1 and stats["calls"] >= 1, stats
+    assert stats["fallbacks"] == 0 and stats["calls"] >= 1, stats
     np.testing.assert_array_equal(got, want)
+
+
+def test_a_run_that_would_stop_half_way_stores_nothing_before_the_error():
+    # the last lanes' loads leave %a: the dry run finds it before any lane stores, and the
+    # Python lines name the access, as the interpreter does, with %out untouched
+    a, b = _edge_inputs()
+    for native in ("off", "on"):
+        out = np.full(N, -3, np.int32)
+        with pytest.raises(EmuMemoryError, match="outside every tensor"):
+            run_kernel(parse_module(_module(_wide_store_body(True), "i32", False)), "kern", grid=(1, 1, 1),
+                       block=(N, 1, 1), args=[out, a, b], policy="lockstep", native=native)
+        assert (out == -3).all(), native
 
 
 def test_a_store_into_a_tensor_its_run_loads_runs_the_python_lines():

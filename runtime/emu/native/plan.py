@@ -153,11 +153,15 @@ class Planner:
         nb = data.elem.bits // 8 * data.width
         win = (ins[2].cname, ins[3].cname, True)
         w = window_token(win)
+        # an address outside the tensor returns 1 (only a dry run can meet one: runs.call);
+        # a dry run (DRY_) checks and stores nothing
         lines = [f"{{ {test.format(nb=nb)}",
                  "  if (in) {",
-                 f"    __builtin_memcpy((char *)(uintptr_t)(D[5 * {w}] + {where}), {data.cname}, {nb});",
-                 f"    if (D[5 * {w} + 1]) __builtin_memset((char *)(uintptr_t)(D[5 * {w} + 2] + {where}), 1, {nb});",
-                 "  } }"]
+                 f"    if ({where} < D[5 * {w} + 3] || {where} + {nb} > D[5 * {w} + 4]) return 1;",
+                 "    if (!DRY_) {",
+                 f"      __builtin_memcpy((char *)(uintptr_t)(D[5 * {w}] + {where}), {data.cname}, {nb});",
+                 f"      if (D[5 * {w} + 1]) __builtin_memset((char *)(uintptr_t)(D[5 * {w} + 2] + {where}), 1, {nb});",
+                 "  } } }"]
         return Compiled(op, lines, [data] + ins, [win])
 
     def _descriptor(self, op: Op, at: int):
@@ -303,6 +307,7 @@ class Planner:
         if run.windows:
             # a local copy: the stores (through char *) cannot change it, so it stays in registers
             head.append(f"int64_t D[{5 * len(run.windows)}]; __builtin_memcpy(D, P[{n + len(outputs)}], sizeof D);")
+            head.append(f"const int64_t DRY_ = ((const int64_t *)P[{n + len(outputs)}])[{5 * len(run.windows)}];")
         if any(i.varying is None for i in inputs):
             head.insert(0, f"const int64_t *S = (const int64_t *)P[{n + len(outputs) + 1}];")
         number = {window_token(w): str(k) for w, k in windows.items()}

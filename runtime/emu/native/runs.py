@@ -83,6 +83,39 @@ def _window(gmem, base: np.ndarray, nrec: np.ndarray, store: bool, whole: bool) 
     return (r.view.ctypes.data - r.base, 0, 0) + bounds
 
 
+def _windows(run: NativeRun, gmem, ins: tuple) -> np.ndarray | None:
+    """D for the run's buffer accesses: 5 numbers per window (`_window`), then the dry-run
+    flag; or None (the Python lines run). A run that stores must never stop half way (lanes
+    before the stop would have stored, and the Python lines would run after them): when every
+    window lies whole inside its tensor nothing can stop it; else (kernels often pass
+    num_records = 2^32 - 1) each window is the tensor holding every lane's base, the C checks
+    every address, and the flag asks for a dry run first."""
+    stores = any(w[2] for w in run.windows)
+    D = _fill(run, gmem, ins, whole=stores)
+    if D is None and stores:
+        D = _fill(run, gmem, ins, whole=False)
+        if D is not None:
+            D[-1] = 1
+    return D
+
+
+def _fill(run: NativeRun, gmem, ins: tuple, whole: bool) -> np.ndarray | None:
+    D = np.zeros(5 * len(run.windows) + 1, np.int64)
+    regions = []
+    for k, (b, r, store) in enumerate(run.windows):
+        # from the values as given: a uniform field is one number, not L copies
+        d = _window(gmem, np.asarray(ins[b]), np.asarray(ins[r]), store, whole=whole)
+        if d is None:
+            return None
+        D[5 * k: 5 * k + 5] = d
+        regions.append(d[3])
+    if any(w[2] and regions.count(regions[k]) > 1 for k, w in enumerate(run.windows)):
+        # the store writes a tensor the run's loads read: lane after lane would let one
+        # lane read another's new bytes, where the interpreter loads every lane first
+        return None
+    return D
+
+
 def call(run: NativeRun, ctx, ins: tuple) -> tuple | None:
     """The run's outputs for lanes 0..L-1, or None (the caller runs the Python lines)."""
     fn = run.fn
@@ -107,29 +140,23 @@ def call(run: NativeRun, ctx, ins: tuple) -> tuple | None:
         if a.ndim > (slot.width > 1):
             strides[k] = slot.width
     ptrs[-1] = strides.ctypes.data
+    deltas = None
     if run.windows:
-        regions = [0] * len(run.windows)
-        deltas = np.empty(5 * len(run.windows), np.int64)
-        # a run that stores (its last access) must never stop half way: lanes before the
-        # stop would have stored, and the Python lines would run after them
-        stores = any(w[2] for w in run.windows)
-        for k, (b, r, store) in enumerate(run.windows):
-            # from the values as given: a uniform field is one number, not L copies
-            d = _window(ctx.gmem, np.asarray(ins[b]), np.asarray(ins[r]), store, whole=stores)
-            if d is None:
-                run.fallbacks += 1
-                return None
-            deltas[5 * k: 5 * k + 5] = d
-            regions[k] = d[3]
-        if any(w[2] and regions.count(regions[k]) > 1 for k, w in enumerate(run.windows)):
-            # the store writes a tensor the run's loads read: lane after lane would let one
-            # lane read another's new bytes, where the interpreter loads every lane first
+        deltas = _windows(run, ctx.gmem, ins)
+        if deltas is None:
             run.fallbacks += 1
             return None
         ptrs[-2] = deltas.ctypes.data
     outs = tuple(np.empty((L,) if s.width == 1 else (L, s.width), s.dtype) for s in run.outputs)
     for k, o in enumerate(outs):
         ptrs[n + k] = o.ctypes.data
+    if deltas is not None and deltas[-1]:
+        # a dry run first (no store lands; every address is checked against its tensor), so
+        # the run that stores never stops half way; it is pure up to its stores: run it again
+        if fn(L, ptrs.ctypes.data):
+            run.fallbacks += 1
+            return None
+        deltas[-1] = 0
     if fn(L, ptrs.ctypes.data):
         run.fallbacks += 1
         return None

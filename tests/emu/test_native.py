@@ -142,6 +142,35 @@ _SHUFFLES = """
 
 
 CASES = {
+    "shifts by constants": ("""
+      %k0 = arith.constant 0 : i32
+      %k1 = arith.constant 1 : i32
+      %k7 = arith.constant 7 : i32
+      %k31 = arith.constant 31 : i32
+      %a0 = arith.shli %ia, %k7 : i32
+      %a1 = arith.shrui %ib, %k1 : i32
+      %a2 = arith.shrsi %ia, %k31 : i32
+      %a3 = arith.shrsi %ib, %k7 : i32
+      %a4 = arith.shli %ib, %k0 : i32
+      %a5 = arith.shrui %ia, %k31 : i32
+      %a6 = llvm.ashr %a0, %k1 : i32
+      %b0 = arith.addi %a0, %a1 : i32
+      %b1 = arith.xori %b0, %a2 : i32
+      %b2 = arith.addi %b1, %a3 : i32
+      %b3 = arith.xori %b2, %a4 : i32
+      %b4 = arith.addi %b3, %a5 : i32
+      %r = arith.xori %b4, %a6 : i32""", "i32", 1),
+    "vector shuffle": ("""
+      %va = vector.broadcast %ia : i32 to vector<4xi32>
+      %vb = vector.broadcast %ib : i32 to vector<2xi32>
+      %k = arith.constant 3 : i32
+      %vc = vector.insert %k, %va [2] : i32 into vector<4xi32>
+      %s = vector.shuffle %vc, %vb [5, 2, 0, 4, 2] : vector<4xi32>, vector<2xi32>
+      %e0 = vector.extract %s[0] : i32 from vector<5xi32>
+      %e1 = vector.extract %s[1] : i32 from vector<5xi32>
+      %e3 = vector.extract %s[3] : i32 from vector<5xi32>
+      %m = arith.muli %e0, %e1 : i32
+      %r = arith.subi %m, %e3 : i32""", "i32", 1),
     "shuffles": (_SHUFFLES + "\n      %r = arith.addi %acc5, %t : i32", "i32", 1),
     # in a branch of a third of the lanes: the others are inactive sources, which read 0
     "shuffles of some lanes": ("""

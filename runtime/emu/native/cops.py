@@ -133,6 +133,7 @@ class COp:
     res: str  # the result's C array name
     elem: Elem  # the result's element type
     n: int  # the result's width
+    lits: list[int | None] | None = None  # operand k's value when it is a literal (a constant)
 
     def each(self, expr: Callable[[str], str]) -> list[str]:
         """`res[j] = expr(j)` for every element j."""
@@ -202,6 +203,40 @@ def float_minmax(c: COp):
     o = ">" if c.op.name.endswith("maximumf") else "<"
     return c.each(lambda j: f"(({c.args[0](j)} {o} {c.args[1](j)}) || ISNAN({c.args[0](j)}) ? "
                             f"{c.args[0](j)} : {c.args[1](j)})")
+
+
+_SHIFTS = {"arith.shli": "<<", "llvm.shl": "<<", "arith.shrui": ">>", "llvm.lshr": ">>",
+           "arith.shrsi": "s>>", "llvm.ashr": "s>>"}
+
+
+@cemits(*_SHIFTS)
+def shift(c: COp):
+    # by a constant count below the width only (the emitters' fast path, R.shli/shrui/shrsi
+    # agree there); other counts have the interpreter's own rules and stay Python
+    k = c.lits[1] if c.lits else None
+    e = c.elem
+    if e.kind != "int" or k is None or not 0 <= k < e.bits or c.arg_elems[0] != e:
+        return None
+    o = _SHIFTS[c.op.name]
+    if o == "s>>":  # arithmetic on a signed value (clang's >>), as np.right_shift of a signed one
+        return c.each(lambda j: f"({e.c})({c.args[0](j)} >> {k})")
+    return c.each(lambda j: f"({e.c})(({e.unsigned}){c.args[0](j)} {o} {k})")
+
+
+@cemits("vector.shuffle")
+def vector_shuffle(c: COp):
+    # concat(a, b)[mask]: a mask entry -1 (poison) indexes from the end, as numpy does
+    idx = list(c.op.attr("mask", []) or [])
+    na, nb = c.arg_widths[0], c.arg_widths[1]
+    if len(idx) != c.n or c.n < 2 or any(e != c.elem for e in c.arg_elems) \
+            or not all(-(na + nb) <= i < na + nb for i in idx):
+        return None
+    out = []
+    for j, i in enumerate(idx):
+        i %= na + nb
+        src = c.args[0](str(i)) if i < na else c.args[1](str(i - na))
+        out.append(f"{c.res}[{j}] = {src};")
+    return out
 
 
 @cemits("arith.negf", "llvm.fneg")

@@ -1,7 +1,7 @@
 """Compiling native runs: C source to a shared object loaded with ctypes.
 
-The compiler is `python -m ziglang cc` (clang inside PyPI `ziglang`, already a dependency for
-the gfx1250 linker), so no system compiler is needed. The module links with nothing
+The compiler is `zig cc` (clang inside PyPI `ziglang`, already a dependency for the gfx1250
+linker; its binary is run directly, `_zig`), so no system compiler is needed. The module links with nothing
 (`-nostdlib`: the C uses builtins only) and never contracts a multiply-add
 (`-ffp-contract=off`): every float op rounds once, as numpy's does. Objects are cached on
 disk under the digest of the source, the flags and ziglang's version
@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import importlib.metadata
+import importlib.util
 import os
 import platform
 import subprocess
@@ -48,6 +49,20 @@ def _zig_version() -> str:
         return importlib.metadata.version("ziglang")
     except importlib.metadata.PackageNotFoundError:
         return ""
+
+
+@register_cache
+@cache
+def _zig() -> tuple[str, ...]:
+    """The command that runs zig: the binary inside the ziglang package, started directly (a
+    `python -m ziglang` child pays the interpreter's start-up, which a sitecustomize that
+    imports much turns into seconds per compile), else `python -m ziglang`."""
+    spec = importlib.util.find_spec("ziglang")
+    if spec is not None and spec.origin:
+        exe = os.path.join(os.path.dirname(spec.origin), "zig.exe" if os.name == "nt" else "zig")
+        if os.access(exe, os.X_OK):
+            return (exe,)
+    return (sys.executable, "-m", "ziglang")
 
 
 @register_cache
@@ -103,7 +118,7 @@ def load(source: str) -> ctypes.CDLL:
         c.write_text(source)
         out = Path(tmp) / "runs.so"
         try:
-            done = subprocess.run([sys.executable, "-m", "ziglang", "cc", *FLAGS, "-o", str(out), str(c)],
+            done = subprocess.run([*_zig(), "cc", *FLAGS, "-o", str(out), str(c)],
                                   capture_output=True, text=True, timeout=TIMEOUT)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise NativeBuildError(f"the C compiler did not run: {exc}") from exc

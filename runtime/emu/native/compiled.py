@@ -45,7 +45,8 @@ class Compiled:
     lines: list[str]
     ins: list[In]
     windows: list[Window] = field(default_factory=list)
-    before: list[str] = field(default_factory=list)  # Python written before the run's call
+    # written before the run's call: Python lines, or ops (a loop's constants) to translate
+    before: list[str | Op] = field(default_factory=list)
     after: list[str] = field(default_factory=list)  # Python written when the call succeeds
 
     size: int = 1  # ops compiled (a loop: its body's too)
@@ -85,3 +86,5 @@ class OpCompiler(Protocol):
     def value_in(self, v: int, ty) -> In | None: ...
 
     def literal(self, v: int, ty) -> str | None: ...
+
+    def mask_in(self) -> In: ...

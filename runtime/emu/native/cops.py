@@ -133,7 +133,7 @@ class COp:
     res: str  # the result's C array name
     elem: Elem  # the result's element type
     n: int  # the result's width
-    lits: list[int | None] | None = None  # operand k's value when it is a literal (a constant)
+    lits: list[int | None]  # operand k's value when it is a literal (a constant), else None
 
     def each(self, expr: Callable[[str], str]) -> list[str]:
         """`res[j] = expr(j)` for every element j."""
@@ -146,15 +146,12 @@ class COp:
         x = self.args[k](j)
         return f"bf2f({x})" if self.arg_elems[k].kind == "bf16" else x
 
-    def arith(self, a: str, o: str, b: str) -> str | None:
-        """`a o b` in the compute type, or None (not compiled). When both are NaN, numpy's
-        op returns one of them (`nan_winner`): the winner meets itself, so whichever operand
-        the compiler puts first, the NaN is the winner's (a select of the operand, not of the
-        result: the lane loops stay vector code, 2.7x faster)."""
-        first = nan_winner(self.elem.dtype, o)
-        if first is None:
-            return None
-        w, x = (a, b) if first else (b, a)
+    def arith(self, a: str, o: str, b: str) -> str:
+        """`a o b` in the compute type. When both are NaN, numpy's op returns one of them
+        (`nan_winner`, which the emitter checked is known): the winner meets itself, so
+        whichever operand the compiler puts first, the NaN is the winner's (a select of the
+        operand, not of the result: the lane loops stay vector code, 2.7x faster)."""
+        w, x = (a, b) if nan_winner(self.elem.dtype, o) else (b, a)
         return f"({w} {o} (ISNAN({w}) ? {w} : {x}))"
 
     def narrow(self, expr: str) -> str:
@@ -189,7 +186,7 @@ def float_binary(c: COp):
     if c.elem.kind not in ("float", "bf16") or not _same_elems(c):
         return None
     o = _FLOAT_BIN[c.op.name]
-    if c.arith("a", o, "b") is None:
+    if nan_winner(c.elem.dtype, o) is None:
         return None
     return c.each(lambda j: c.narrow(c.arith(c.wide(0, j), o, c.wide(1, j))))
 
@@ -213,7 +210,7 @@ _SHIFTS = {"arith.shli": "<<", "llvm.shl": "<<", "arith.shrui": ">>", "llvm.lshr
 def shift(c: COp):
     # by a constant count below the width only (the emitters' fast path, R.shli/shrui/shrsi
     # agree there); other counts have the interpreter's own rules and stay Python
-    k = c.lits[1] if c.lits else None
+    k = c.lits[1]
     e = c.elem
     if e.kind != "int" or k is None or not 0 <= k < e.bits or c.arg_elems[0] != e:
         return None
@@ -409,7 +406,7 @@ def reduction(c: COp):
     o = "+" if name == "add" else "*"
     n = c.arg_widths[0]
     if a.kind in ("float", "bf16"):  # R.fold: in order, the accumulator first, rounded per step
-        if c.arith("a", o, "b") is None:
+        if nan_winner(c.elem.dtype, o) is None:
             return None
         first = (c.narrow(c.arith(c.wide(1, "0"), o, c.wide(0, "0"))) if len(c.op.operands) > 1
                  else c.args[0]("0"))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ldssan.passes.ir.irview import Op, enum_word
 from .compiled import MAX_WIDTH, Compiled, In, OpCompiler
-from .cops import BOOL, elem_of, width_of
+from .cops import elem_of, width_of
 
 _DST = {"xor": "(uint32_t)ln_ ^ (uint32_t)o_", "up": "(uint32_t)ln_ - (uint32_t)o_",
         "down": "(uint32_t)ln_ + (uint32_t)o_", "idx": "(uint32_t)o_"}
@@ -43,7 +43,7 @@ def compile_shuffle(p: OpCompiler, op: Op) -> Compiled | None:
                           for x in params):
         return None
     off, wid = (x if isinstance(x, str) else f"{x.cname}[0]" for x in params)
-    mask = In(t.mask, f"mk_{t.mask}", BOOL, 1, True)
+    mask = p.mask_in()
     nb = elem.bits // 8 * width_of(rtype)
     lines = [f"{{ int64_t ln_ = l & 31; int32_t o_ = (int32_t)({off}), w_ = (int32_t)({wid});",
              "  int32_t end_ = (int32_t)(((uint32_t)ln_ + (uint32_t)w_) & (uint32_t)(0u - (uint32_t)w_));",

@@ -176,10 +176,14 @@ class Planner:
             return None
         r = t.v(rsrc)
         base, nrec = In(f"{r}[0]", f"rb{rsrc}", I64, 1, None), In(f"{r}[2]", f"rn{rsrc}", I64, 1, None)
-        mask = In(t.mask, f"mk_{t.mask}", BOOL, 1, True)
+        mask = self.mask_in()
         test = (f"int64_t off = (int64_t){offs[0].cname}[0] + (int64_t){offs[1].cname}[0]; "
                 f"int in = {mask.cname}[0] && off >= 0 && off + {{nb}} <= {nrec.cname}[0];")
         return offs + [base, nrec, mask], test, f"{base.cname}[0] + off"
+
+    def mask_in(self) -> In:
+        """The exec mask where the op runs, read per lane."""
+        return In(self.t.mask, f"mk_{self.t.mask}", BOOL, 1, True)
 
     def literal(self, v: int, ty) -> str | None:
         """The C literal operand `v` (of type `ty` at this use) is written as: a uniform

@@ -12,12 +12,12 @@ from __future__ import annotations
 import re
 import struct
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from ldssan.passes.ir.errors import UsageError
+from ldssan.runtime.zig import zig_command
 
 
 class IsaParseError(UsageError, ValueError):
@@ -131,7 +131,7 @@ def _encoded_lengths(kernel: Kernel) -> list[int] | None:
     with tempfile.TemporaryDirectory(prefix="ldssan-isa-enc-") as d:
         src = Path(d) / "k.s"
         src.write_text("\n".join(body) + "\n")
-        cmd = [sys.executable, "-m", "ziglang", "clang", "-cc1as", "-triple", "amdgcn-amd-amdhsa",
+        cmd = [*zig_command(), "clang", "-cc1as", "-triple", "amdgcn-amd-amdhsa",
                "-target-cpu", "gfx1250", "-show-encoding", "-filetype", "asm", str(src),
                "-o", str(Path(d) / "k.enc")]
         try:

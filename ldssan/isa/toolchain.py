@@ -2,8 +2,9 @@
 
 FlyDSL 0.5.0 on Linux links the assembled kernel with `$ROCM_PATH/llvm/bin/ld.lld` (the
 ROCDL serializer reads `ROCM_PATH` when it runs; default /opt/rocm). ldssan depends on PyPI
-`ziglang`, which ships LLD (`python -m ziglang ld.lld`), and lays out a substitute ROCm root
-whose `llvm/bin/ld.lld` is a two-line shim running it with this interpreter. No ROCm, no
+`ziglang`, which ships LLD (`zig ld.lld`), and lays out a substitute ROCm root whose
+`llvm/bin/ld.lld` is a two-line shim running the zig binary inside that package directly (not
+`python -m ziglang`: a child interpreter pays this environment's start-up on every link). No ROCm, no
 network: the wheel carries the linker.
 """
 
@@ -12,12 +13,13 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import shlex
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 from ldssan.passes.ir.errors import UsageError
+from ldssan.runtime.zig import zig_command
 from ldssan.scoped import scoped_items
 
 
@@ -27,8 +29,9 @@ class IsaToolchainError(UsageError, RuntimeError):
 
 def _user_root() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    # One root per interpreter: the shim names the interpreter whose ziglang it runs.
-    key = hashlib.sha256(sys.executable.encode()).hexdigest()[:12]
+    # One root per zig command: the shim names the ziglang install (its binary, or the
+    # interpreter that runs it) it runs.
+    key = hashlib.sha256(" ".join(zig_command()).encode()).hexdigest()[:12]
     return Path(base) / "ldssan" / f"rocm-root-{key}"
 
 
@@ -44,7 +47,7 @@ def linker_root() -> Path:
             "reinstall ldssan (pip install -e .) or set ROCM_PATH to a root with llvm/bin/ld.lld")
     root = _user_root()
     shim = root / "llvm" / "bin" / "ld.lld"
-    text = f'#!/bin/sh\nexec "{sys.executable}" -m ziglang ld.lld "$@"\n'
+    text = "#!/bin/sh\nexec " + " ".join(shlex.quote(part) for part in zig_command()) + ' ld.lld "$@"\n'
     if not shim.is_file() or shim.read_text() != text:
         shim.parent.mkdir(parents=True, exist_ok=True)
         # Written beside and renamed: a concurrent process never runs half a script.

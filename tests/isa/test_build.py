@@ -12,14 +12,20 @@ import torch
 from ldssan.isa.asm import parse_kernel, with_offsets
 from ldssan.isa.capture import EM_AMDGPU, capture_builds, elf_machine
 from ldssan.isa.check import check_build
-from ldssan.isa.toolchain import check_linker, rocm_root
+from ldssan.isa.toolchain import check_linker, linker_root, rocm_root
+from ldssan.runtime.zig import zig_command
 from ldssan.kernels import rmsnorm as rms
 
 EF_AMDGPU_MACH_AMDGCN_GFX1250 = 0x49
 
 
-def test_the_install_provides_a_working_ld_lld():
+def test_the_install_provides_a_working_ld_lld(monkeypatch):
+    monkeypatch.delenv("ROCM_PATH", raising=False)
     assert check_linker(rocm_root()).startswith("LLD ")
+    # the shim starts zig itself, no child interpreter (its start-up, with a sitecustomize
+    # that imports much, cost seconds per link)
+    shim = (linker_root() / "llvm" / "bin" / "ld.lld").read_text()
+    assert zig_command() == (zig_command()[0],) and shim.split("\n")[1].startswith(f"exec {zig_command()[0]} ld.lld")
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,8 @@
 """Compiling native runs: C source to a shared object loaded with ctypes.
 
 The compiler is `zig cc` (clang inside PyPI `ziglang`, already a dependency for the gfx1250
-linker; its binary is run directly, `_zig`), so no system compiler is needed. The module links with nothing
-(`-nostdlib`: the C uses builtins only) and never contracts a multiply-add
+linker; `ldssan.runtime.zig` finds it), so no system compiler is needed. The module links
+with nothing (`-nostdlib`: the C uses builtins only) and never contracts a multiply-add
 (`-ffp-contract=off`): every float op rounds once, as numpy's does. Objects are cached on
 disk under the digest of the source, the flags and ziglang's version
 (`$XDG_CACHE_HOME/ldssan/native/`), written beside and renamed so concurrent processes never
@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import importlib.metadata
-import importlib.util
 import os
 import platform
 import subprocess
-import sys
 import tempfile
 from functools import cache
 from pathlib import Path
 
 from ldssan.passes.ir.caches import register_cache
+from ldssan.runtime.zig import zig_command, zig_version
 from ldssan.passes.ir.errors import LdssanError
 
 # for this CPU (AVX2 where there is one: the runs are memory-bound loops, 1.5x faster than
@@ -44,29 +42,6 @@ def cache_dir() -> Path:
 
 @register_cache
 @cache
-def _zig_version() -> str:
-    try:
-        return importlib.metadata.version("ziglang")
-    except importlib.metadata.PackageNotFoundError:
-        return ""
-
-
-@register_cache
-@cache
-def _zig() -> tuple[str, ...]:
-    """The command that runs zig: the binary inside the ziglang package, started directly (a
-    `python -m ziglang` child pays the interpreter's start-up, which a sitecustomize that
-    imports much turns into seconds per compile), else `python -m ziglang`."""
-    spec = importlib.util.find_spec("ziglang")
-    if spec is not None and spec.origin:
-        exe = os.path.join(os.path.dirname(spec.origin), "zig.exe" if os.name == "nt" else "zig")
-        if os.access(exe, os.X_OK):
-            return (exe,)
-    return (sys.executable, "-m", "ziglang")
-
-
-@register_cache
-@cache
 def _cpu() -> str:
     """The host CPU's model and features (what `-mcpu=native` compiles for)."""
     try:
@@ -79,7 +54,7 @@ def _cpu() -> str:
 
 def digest(source: str) -> str:
     h = hashlib.sha256()
-    for part in (source, " ".join(FLAGS), _zig_version(), _cpu()):
+    for part in (source, " ".join(FLAGS), zig_version(), _cpu()):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:32]
@@ -103,7 +78,7 @@ def cached(source: str) -> bool:
 
 def load(source: str) -> ctypes.CDLL:
     """The shared object of `source`, compiled once per machine (NativeBuildError if not)."""
-    if not _zig_version():
+    if not zig_version():
         raise NativeBuildError("no C compiler: the `ziglang` package (a dependency of ldssan) is not installed")
     root = cache_dir()
     so = root / f"{digest(source)}.so"
@@ -118,7 +93,7 @@ def load(source: str) -> ctypes.CDLL:
         c.write_text(source)
         out = Path(tmp) / "runs.so"
         try:
-            done = subprocess.run([*_zig(), "cc", *FLAGS, "-o", str(out), str(c)],
+            done = subprocess.run([*zig_command(), "cc", *FLAGS, "-o", str(out), str(c)],
                                   capture_output=True, text=True, timeout=TIMEOUT)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise NativeBuildError(f"the C compiler did not run: {exc}") from exc

@@ -1,6 +1,6 @@
 """The C compiler, assembler and linker ldssan ships: zig (clang and LLD) from PyPI `ziglang`.
 
-The native runs compile their C with it (`emu/native/build.py`); `ldssan.isa` assembles
+ldssan's C (`runtime/cc.py`: the native runs, the shadow's compiled checks) is compiled with it; `ldssan.isa` assembles
 gfx1250 code and links code objects with it. Kept apart from both so either can find it
 without importing the other (importing the emulator costs a quarter second).
 """

@@ -21,7 +21,8 @@ from ldssan.runtime.emu import codegen
 from ldssan.runtime.emu import rt as R
 from ldssan.runtime.emu.launch import parse_module, run_kernel
 from ldssan.runtime.emu.memory import EmuMemoryError
-from ldssan.runtime.emu.native import NativeBuildError, NativeRun, build, call
+from ldssan.runtime import cc
+from ldssan.runtime.emu.native import NativeBuildError, NativeRun, call
 from ldssan.runtime.emu.native.cops import CEMIT
 from ldssan.runtime.emu.native.runs import Slot
 from ldssan.variants import load_variant
@@ -502,24 +503,24 @@ def test_no_compiler_runs_the_python_lines_and_says_why(monkeypatch):
 def test_compiled_runs_are_cached_on_disk_and_a_damaged_file_is_rebuilt(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     source = "#include <stdint.h>\nint64_t twice(int64_t x) { return 2 * x; }\n"
-    lib = build.load(source)
+    lib = cc.load(source)
     lib.twice.restype = ctypes.c_int64
     assert lib.twice(ctypes.c_int64(21)) == 42
-    so = build.cache_dir() / f"{build.digest(source)}.so"
+    so = cc.cache_dir() / f"{cc.digest(source)}.so"
     assert so.is_file()
 
     def no_compiler(*a, **k):
         raise AssertionError("compiled again")
 
-    monkeypatch.setattr(build.subprocess, "run", no_compiler)
-    build.load(source)  # from the cache
+    monkeypatch.setattr(cc.subprocess, "run", no_compiler)
+    cc.load(source)  # from the cache
     monkeypatch.undo()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     # a damaged object (never loaded by this process: a loaded one is never rewritten in place)
     other = source.replace("2 * x", "3 * x")
-    damaged = build.cache_dir() / f"{build.digest(other)}.so"
+    damaged = cc.cache_dir() / f"{cc.digest(other)}.so"
     damaged.write_bytes(b"not an object")
-    lib = build.load(other)
+    lib = cc.load(other)
     lib.twice.restype = ctypes.c_int64
     assert lib.twice(ctypes.c_int64(5)) == 15
 
@@ -527,8 +528,8 @@ def test_compiled_runs_are_cached_on_disk_and_a_damaged_file_is_rebuilt(tmp_path
 def test_a_source_that_does_not_compile_is_a_named_error(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     with pytest.raises(NativeBuildError, match="the C compiler failed"):
-        build.load("this is not C\n")
-    assert not list(build.cache_dir().glob("*.so"))
+        cc.load("this is not C\n")
+    assert not list(cc.cache_dir().glob("*.so"))
 
 
 def _rmsnorm(native: str):
@@ -574,8 +575,8 @@ def test_auto_compiles_a_kernel_once_its_python_runs_would_pay_for_the_compile(t
     first, stats = _rmsnorm("auto")
     assert stats["calls"] == 0 and stats["python_calls_before_build"] > 0, stats
     owed = next(p.native for p in codegen._CACHE.values() if p.native).owed
-    monkeypatch.setattr(build, "COMPILE_FIXED_S", owed * codegen.SAVED_PER_LANE_OP_S * 1.5)
-    monkeypatch.setattr(build, "COMPILE_PER_LINE_S", 0.0)
+    monkeypatch.setattr(cc, "COMPILE_FIXED_S", owed * codegen.SAVED_PER_LANE_OP_S * 1.5)
+    monkeypatch.setattr(cc, "COMPILE_PER_LINE_S", 0.0)
     codegen.clear_cache()
     seen = [_rmsnorm("auto") for _ in range(3)]
     assert seen[0][1]["calls"] == 0 and seen[1][1]["calls"] > 0, [s for _, s in seen]  # built in the 2nd

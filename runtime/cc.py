@@ -1,4 +1,7 @@
-"""Compiling native runs: C source to a shared object loaded with ctypes.
+"""C compiled for this CPU: source to a shared object loaded with ctypes, cached on disk.
+
+The virtual gfx1250's native runs (`emu/native/`) and the shadow's compiled checks
+(`shadow/compiled.py`) are built here.
 
 The compiler is `zig cc` (clang inside PyPI `ziglang`, already a dependency for the gfx1250
 linker; `ldssan.runtime.zig` finds it), so no system compiler is needed. The module links
@@ -32,7 +35,8 @@ TIMEOUT = 120  # seconds; a first run of zig builds nothing for -nostdlib (about
 
 
 class NativeBuildError(LdssanError, RuntimeError):
-    """The C of a native run did not compile or load (the runs then stay interpreted)."""
+    """C of ldssan did not compile or load (native runs then stay interpreted; the shadow checks
+    in numpy)."""
 
 
 def cache_dir() -> Path:

@@ -174,7 +174,8 @@ OPTIONS = {
                    "arguments, options and memory bytes; least recently used first out; docs/memo.md): "
                    "a byte count such as 512M, or 0 (off)", _bytes),
     "native": Option(f"{PREFIX}_NATIVE", "auto",
-                     "lockstep runs of lane-wise ops compiled to C for this CPU (zig cc from the ziglang wheel, cached "
+                     "lockstep runs of lane-wise ops, and the sanitizer's clean-case LDS checks of those launches, "
+                     "compiled to C for this CPU (zig cc from the ziglang wheel, cached "
                      "under ~/.cache/ldssan/native): auto (launches of 8192 threads or more), on, off; the "
                      "results are the same bits either way (docs/virtual-gfx1250.md)",
                      str.lower, ("auto", "on", "off")),

@@ -100,9 +100,11 @@ class ShadowSession:
         for ctx in waves:
             ctx.lds_oob_ok = True  # out-of-range LDS is reported as LDS031, not raised
         n_waves = len(waves)
+        # a lockstep translation with native runs: the shadow's clean cases are compiled too
+        compiled = getattr(prog, "native", None) is not None
 
         def new_engine(gs, ring):
-            engine = ShadowEngine(lds_bytes, n_waves, ring, groups=gs, launch=self.launch)
+            engine = ShadowEngine(lds_bytes, n_waves, ring, groups=gs, launch=self.launch, compiled=compiled)
             self.engines.append(engine)
             return engine
 

@@ -83,7 +83,7 @@ class ShadowEngine(Intake, Phases, Ordering, Applier):
     PENDING_CAP = 1 << 16
 
     def __init__(self, lds_bytes: int, n_waves: int, ring: Ring, *,
-                 groups: Sequence[int] = (0,), launch: int = 0):
+                 groups: Sequence[int] = (0,), launch: int = 0, compiled: bool = False):
         if lds_bytes < 0:
             raise ValueError(f"ldssan: lds_bytes must be >= 0, got {lds_bytes}")
         if n_waves < 1:
@@ -102,7 +102,7 @@ class ShadowEngine(Intake, Phases, Ordering, Applier):
         self.forced_drains = 0  # times PENDING_CAP forced arrival-order application
         self._serials = itertools.count(1)
         self._waves = [WaveState(w, self._serials) for w in range(self.n_waves)]
-        self._lds = LdsShadow(self.G, max(self.lds_bytes, 1), self.n_waves)
+        self._lds = LdsShadow(self.G, max(self.lds_bytes, 1), self.n_waves, compiled=compiled)
         self._zero = np.zeros((self.n_waves, N_COUNTERS), np.int64)
         self._acc: list[np.ndarray] = []
         self._queues: list[deque] = [deque() for _ in range(self.n_waves + 1)]

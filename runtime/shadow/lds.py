@@ -74,13 +74,13 @@ from operator import is_
 import numpy as np
 
 from ..records import NO_LANE
+from . import compiled
 from .errors import ShadowInternalError
-from .kinds import N_COUNTERS, OP_ATOMIC, OP_READ
+from .kinds import N_COUNTERS, OP_ATOMIC, OP_READ, OP_WRITE
 from .tables import (  # noqa: F401  (re-exported)
     _U64, byte_footprint, _EMPTY_I, _GROUP_ROWS_MAX, _INTP_SLOTS_MAX, _READ_GROUPS, LANE_PER_BYTE, MAX_GRANULE_LOG2, Clock,
     Conflicts, EventTable, Footprint, ReadGroup, _cnz, _read_group_rows, none_bad,
 )
-
 
 
 class LdsShadow:
@@ -89,7 +89,7 @@ class LdsShadow:
     #: per-byte events kept before their payloads are pruned to the ones slots still hold
     PRUNE_AT = 4096
 
-    def __init__(self, groups: int, lds_bytes: int, n_waves: int):
+    def __init__(self, groups: int, lds_bytes: int, n_waves: int, compiled: bool = False):
         self.G = groups
         self.B = lds_bytes
         self.W = n_waves
@@ -103,6 +103,7 @@ class LdsShadow:
         self._per_byte: dict = {}
         self._prune_at = self.PRUNE_AT
         self.read_last = None  # after a read: last_w of its rows (engine: MODEL §6a)
+        self.compiled = compiled  # the clean cases checked in C (compiled.py), when it builds
         self._set_granule(k, fresh=True)
 
     # -- granules -------------------------------------------------------------------------------
@@ -151,12 +152,6 @@ class LdsShadow:
         nl = 32 * self.G
         self._gofs = (np.arange(nl, dtype=np.int64) >> 5) * self.Bk
         self._grp_ofs = np.arange(self.G, dtype=np.int64)[:, None] * self.Bk
-
-    # views by their MODEL.md names (debugging, tests)
-    wslot = property(lambda self: self.wl)
-    rslot = property(lambda self: self.rs)
-    last_w = property(lambda self: self.lastw)
-    prev_w = property(lambda self: self.prev)
 
     # -- footprints -----------------------------------------------------------------------------
 
@@ -360,6 +355,8 @@ class LdsShadow:
         """
         rows = fp.rows
         W = self.W
+        if op == OP_WRITE and self.compiled and self.hid is None and compiled.write(self, wave, eid, fp, clk.bad):
+            return None, None
         if op == OP_READ:
             last, found = self._read_check(rows, clk)
             conf = None
@@ -444,8 +441,10 @@ class LdsShadow:
 
     def check_reads(self, g: "ReadGroup", clk: "Clock"):
         """The check of `apply` for a run of reads (same wave and clock table): their
-        last_w if every entry is ordered and every byte was written, else None (nothing
-        changed; apply them one by one)."""
+        last_w (compiled.CLEAN from the C) if every entry is ordered and every byte was
+        written, else None (nothing changed; apply them one by one)."""
+        if self.compiled and compiled.reads_clean(self, g, clk.bad):
+            return compiled.CLEAN
         last, found = self._read_check(g.rows, clk)
         if found is not None or _cnz(last) != g.rows.size:
             return None
@@ -454,6 +453,10 @@ class LdsShadow:
     def store_reads(self, eid0: int, wave: int, g: "ReadGroup", last) -> None:
         """Record reads eid0, eid0+1, ... of group `g` (`last` from check_reads)."""
         rows = g.rows
+        if last is compiled.CLEAN:  # checked in C: stored in C (it reads last_w itself)
+            compiled.store_reads(self, wave, g, eid0)
+            self.read_last = None
+            return
         # in program order: a later read's entry wins, as it would one read at a time
         self._rcol[wave][rows] = g.eids_as(self.rs.dtype) + eid0
         self._lcol[self.W + wave][rows] = g.lanes

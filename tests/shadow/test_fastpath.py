@@ -8,11 +8,13 @@ in the very same ring order -- so every fast path (coarse granules and their ref
 lanes recomputed for partially covered granules, clock lineages with bad-event bitmaps,
 grouped reads, memoized footprints, the race-free write shortcut) is checked against the
 slow path on racy and race-free programs alike. The live engine is also run with the
-granule forced to one byte (`MAX_GRANULE_LOG2 = 0`), which must agree too.
+granule forced to one byte (`MAX_GRANULE_LOG2 = 0`), and with its clean cases checked in C
+(`compiled=True`, shadow/compiled.py), which must agree too.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 
 import numpy as np
@@ -20,6 +22,7 @@ import pytest
 
 from ldssan.runtime.records import Ring, Rule
 from ldssan.runtime.shadow import AccessKind, CopyKind, Counter, ShadowEngine
+from ldssan.runtime.shadow import compiled as compiled_mod
 from ldssan.runtime.shadow import lds as lds_mod
 
 from .protocol import Program, Scheduler, random_phases
@@ -36,11 +39,15 @@ def _run(prog: Program, engine_cls, policy="rr", pending_cap=None):
     return ring.records()
 
 
+CompiledEngine = functools.partial(ShadowEngine, compiled=True)
+
+
 def _same(prog: Program, policies=("rr", ("random", 1), ("blocks", 2)), pending_cap=None, byte_granule=True):
     for policy in policies:
         ref = _run(prog, ReferenceEngine, policy, pending_cap)
         got = _run(prog, ShadowEngine, policy, pending_cap)
         assert got == ref, f"policy {policy}: fast engine differs from the reference"
+        assert _run(prog, CompiledEngine, policy, pending_cap) == ref, f"policy {policy}: compiled checks"
         if byte_granule:
             saved = lds_mod.MAX_GRANULE_LOG2
             lds_mod.MAX_GRANULE_LOG2 = 0
@@ -242,6 +249,27 @@ def test_random_programs_cover_the_rules_and_fast_paths():
     assert {Rule.RAW_UNPUBLISHED, Rule.WAR_REUSE, Rule.WAW, Rule.DMA_READ_BEFORE_WAIT, Rule.DMA_OVERLAP,
             Rule.UNINIT_READ, Rule.OOB, Rule.WAIT_TOO_WEAK} <= rules
     assert (False, 0) in granules and (True, 4) in granules and (True, 2) in granules
+
+
+def test_random_programs_exercise_the_compiled_checks_both_ways(monkeypatch):
+    """Guard against a vacuous comparison: the compiled read-group and write checks both
+    record accesses and hand others back to numpy (an unordered entry, a never-written byte)."""
+    assert compiled_mod.kernels(8) is not None and compiled_mod.kernels(4) is not None
+    seen = {"reads": [], "write": []}
+    for name, key in (("reads_check", "reads"), ("write", "write")):
+        real = getattr(compiled_mod.Kernels, name)
+
+        def spy(self, *a, _real=real, _key=key):
+            got = _real(self, *a)
+            seen[_key].append(got)
+            return got
+
+        monkeypatch.setattr(compiled_mod.Kernels, name, spy)
+    for seed in range(40):
+        _run(_random_pipeline(seed), CompiledEngine)
+        _run(_random_program(seed), CompiledEngine)
+    for key, got in seen.items():
+        assert got.count(True) > 30 and got.count(False) > 5, (key, got.count(True), got.count(False))
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -85,13 +85,6 @@ SOURCE = "#include <stdint.h>\n" + "".join(
     _TEMPLATE.replace("_S(", f"_{s}(").replace("SLOT", t)
     for t, s in _TYPES.values())
 
-_I64 = ctypes.c_int64
-
-
-def _ptr(a: np.ndarray) -> ctypes.c_void_p:
-    return ctypes.c_void_p(a.ctypes.data)
-
-
 def _rows_ok(rows: np.ndarray) -> bool:
     return rows.dtype == np.int64 and rows.flags.c_contiguous
 
@@ -100,39 +93,62 @@ def _bytes_ok(a: np.ndarray, n: int) -> bool:
     return a.dtype == np.uint8 and a.flags.c_contiguous and a.size == n
 
 
+_STATE = ("lastw", "prev", "multi", "wl", "rs", "lanes", "rlast")
+
+
+def _state(sh) -> tuple[int, ...] | None:
+    """The addresses of the shadow's state arrays (taking an address costs microseconds: kept
+    until `_set_granule` replaces the arrays, which it does all at once); None if one is not
+    C-contiguous (never expected: they are made by np.zeros / np.repeat)."""
+    got = sh.__dict__.get("_c_state")
+    if got is None or got[0] is not sh.wl:
+        arrays = [getattr(sh, name) for name in _STATE]
+        ptrs = tuple(a.ctypes.data for a in arrays) if all(a.flags.c_contiguous for a in arrays) else None
+        got = sh._c_state = (sh.wl, ptrs)
+    return got[1]
+
+
 class Kernels:
-    """The compiled functions for one slot dtype (4 or 8 bytes)."""
+    """The compiled functions for one slot dtype (4 or 8 bytes). Every argument is passed
+    as a 64-bit integer (pointers as addresses: the same registers in the x86-64 and AArch64
+    calling conventions), so no ctypes object is made per call."""
 
     def __init__(self, lib: ctypes.CDLL, suffix: str):
         self._check = getattr(lib, f"reads_check_{suffix}")
         self._store = getattr(lib, f"reads_store_{suffix}")
         self._write = getattr(lib, f"write_{suffix}")
+        for fn in (self._check, self._store, self._write):
+            # as many as the C declares (a count off by one would pass a pointer as a C int)
+            fn.argtypes = (ctypes.c_int64,) * (SOURCE.split(f"{fn.__name__}(", 1)[1].split(")", 1)[0].count(",") + 1)
         self._store.restype = None
 
     def reads_check(self, sh, g, bad: np.ndarray) -> bool:
         """`check_reads` finds read group `g` clean (every byte written, every write
         ordered), and `reads_store` can record it."""
         rows = g.rows
-        if not (_rows_ok(rows) and _bytes_ok(g.lanes, rows.size) and g.eids.dtype == np.int64
-                and g.eids.flags.c_contiguous):
+        st = _state(sh)
+        if st is None or not (_rows_ok(rows) and _bytes_ok(g.lanes, rows.size) and g.eids.dtype == np.int64
+                              and g.eids.flags.c_contiguous):
             return False
-        return not self._check(_I64(rows.size), _ptr(rows), _I64(sh.W), _ptr(bad), _I64(bad.size),
-                               _ptr(sh.lastw), _ptr(sh.multi), _ptr(sh.wl))
+        lastw, _prev, multi, wl, _rs, _lanes, _rlast = st
+        return not self._check(rows.size, rows.ctypes.data, sh.W, bad.ctypes.data, bad.size, lastw, multi, wl)
 
     def reads_store(self, sh, wave: int, rows: np.ndarray, eids: np.ndarray, eid0: int, lanes: np.ndarray) -> None:
-        self._store(_I64(rows.size), _ptr(rows), _I64(sh.W), _I64(wave), _ptr(sh.lastw), _ptr(sh.rs),
-                    _ptr(eids), _I64(eid0), _ptr(sh.lanes), _ptr(lanes), _ptr(sh.rlast))
+        lastw, _prev, _multi, _wl, rs, slanes, rlast = _state(sh)
+        self._store(rows.size, rows.ctypes.data, sh.W, wave, lastw, rs, eids.ctypes.data, eid0, slanes,
+                    lanes.ctypes.data, rlast)
 
     def write(self, sh, wave: int, eid: int, rows: np.ndarray, lanes, bad: np.ndarray) -> bool:
         """A plain write recorded (True), or nothing changed (an entry to decide in numpy)."""
         per_row = type(lanes) is np.ndarray
-        if not _rows_ok(rows) or (per_row and not _bytes_ok(lanes, rows.size)):
+        st = _state(sh)
+        if st is None or not _rows_ok(rows) or (per_row and not _bytes_ok(lanes, rows.size)):
             return False
+        lastw, prev, multi, wl, rs, slanes, _rlast = st
         last = np.empty(rows.size, sh.wl.dtype)
-        return not self._write(_I64(rows.size), _ptr(rows), _I64(sh.W), _I64(wave), _ptr(bad), _I64(bad.size),
-                               _I64(eid), _ptr(sh.lastw), _ptr(sh.prev), _ptr(sh.multi), _ptr(sh.wl), _ptr(sh.rs),
-                               _ptr(sh.lanes), _ptr(lanes) if per_row else None, _I64(0 if per_row else int(lanes)),
-                               _ptr(last))
+        return not self._write(rows.size, rows.ctypes.data, sh.W, wave, bad.ctypes.data, bad.size, eid, lastw, prev,
+                               multi, wl, rs, slanes, lanes.ctypes.data if per_row else 0,
+                               0 if per_row else int(lanes), last.ctypes.data)
 
 
 _LOCK = threading.Lock()

@@ -44,10 +44,13 @@ MAX_CLUSTER = 16  # workgroups per cluster: the TDM / cluster-load workgroup mas
 # budgets (per-wave launches run one workgroup at a time). Every value of a lockstep run is
 # an array over its lanes, so the lane count bounds the memory of a chunk. 32K lanes, against
 # 16K (2026-12-03, one process setting this constant in turn, 3 rounds, a loaded machine):
-# sanitized RMSNorm 4096x8192 -19%, plain lockstep RMSNorm -25%, sanitized GEMM 512^3 -14%;
-# 64K: no gain on RMSNorm; peak RSS +37 MiB (RMSNorm) and +124 MiB (GEMM 1024^3).
+# sanitized RMSNorm 4096x8192 -19%, plain lockstep RMSNorm -25%, sanitized GEMM 512^3 -14%.
+# 64K, once native runs and compiled checks made the per-lane work cheap and the per-chunk
+# (per-event) work the larger share (2026-12-03, same method, 5 rounds, the other core busy):
+# sanitized RMSNorm -6%, plain lockstep -17%; 128K gained little more (-10%, -17%) for twice
+# the memory of a chunk.
 AUTO = 0
-LANE_BUDGET = 32768
+LANE_BUDGET = 65536
 LDS_BUDGET = 64 << 20  # bytes of LDS of one chunk's workgroups
 
 # why a lockstep policy's launch runs per wave, when the kernel is not the reason

@@ -186,15 +186,15 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
      "as varying)",
      ("tests/rows/test_rows_faults.py::test_observed_files_of_another_dtype_are_refused_not_reported_as_varying",
       "tests/rows/test_rows_faults.py::test_compare_refuses_runs_of_different_dtypes")),
-    ("`ldssan rows --rtol nan`, a negative or infinite `--rtol` / `--atol`, `--batch` 0 or above 1024 (the lane budget's one-wave workgroups)",
+    ("`ldssan rows --rtol nan`, a negative or infinite `--rtol` / `--atol`, `--batch` 0 or above 2048 (the lane budget's one-wave workgroups)",
      "one line, exit 2, before any run (`rows.explain` raises `RowsError` before calling FUNC)",
      ("tests/faults/test_cli_outputs.py::test_rows_bad_tolerance_or_batch_is_refused_before_any_run",
       "tests/faults/test_cli_outputs.py::test_explain_refuses_a_bad_tolerance_before_calling_the_function")),
     ("a misspelt or unknown `FLYDSL_LDSSAN_*` variable (`FLYDSL_LDSSAN_POLCY`), or `FLYDSL_LDSSAN_BATCH` "
-     "above 1024 (`10**20`)",
+     "above 2048 (`10**20`)",
      "a usage error wherever options are validated (pytest exit 4, `enable()` `ConfigError`, CLI exit 2): "
      "`FLYDSL_LDSSAN_POLCY='reverse': unknown ldssan option (did you mean FLYDSL_LDSSAN_POLICY?)`; "
-     "`expected auto or an integer from 1 to 1024` (the lane budget's one-wave workgroups)",
+     "`expected auto or an integer from 1 to 2048` (the lane budget's one-wave workgroups)",
      ("tests/faults/test_unknown_options.py::test_a_misspelt_variable_is_a_pytest_usage_error_naming_the_closest_option",
       "tests/faults/test_unknown_options.py::test_enable_refuses_an_unknown_variable",
       "tests/faults/test_unknown_options.py::test_the_cli_refuses_an_unknown_variable",

@@ -6,7 +6,8 @@ sign of anything but the clean case (an entry not yet known to be ordered, a nev
 byte); the numpy path then runs, unchanged, and decides (it may catch the clock lineage up
 and find the access clean after all). Only when every row is clean does the C record the
 access, writing what the numpy path writes, in the same order. So the results are the numpy
-path's bit for bit (tests/sanitizer/test_compiled_checks.py runs both).
+path's bit for bit (tests/shadow/test_fastpath.py compares all three engines -- reference,
+numpy, compiled -- on random programs; tests/sanitizer/test_compiled_checks.py, the GEMM).
 
 Where the numpy path gathers `bad[slots]`, the C reads `bad[e]` per entry; an event id at or
 past the bitmap's end counts as not known (1), as `Clock.bad` reads ids >= L.
@@ -142,7 +143,7 @@ class Kernels:
         """A plain write recorded (True), or nothing changed (an entry to decide in numpy)."""
         per_row = type(lanes) is np.ndarray
         st = _state(sh)
-        if st is None or not _rows_ok(rows) or (per_row and not _bytes_ok(lanes, rows.size)):
+        if st is None or not _rows_ok(rows) or not (_bytes_ok(lanes, rows.size) if per_row else 0 <= lanes <= 255):
             return False
         lastw, prev, multi, wl, rs, slanes, _rlast = st
         last = np.empty(rows.size, sh.wl.dtype)

@@ -151,6 +151,7 @@ class Translator:
         self.mask = "M0"
         self.types: dict[int, Type] = {}
         self.consts: dict[int, int] = {}  # integer constants by value id (ops/arith.py `constant`)
+        self.splats: dict[int, int] = {}  # integer vector constants of one value (`dense<16>`), by value id
         self._tmp = itertools.count(1)  # M0 is the entry mask
         self.cur_op: Op | None = None
         args = fn.body[0].args if fn.body else ()

@@ -142,6 +142,18 @@ _SHUFFLES = """
       %acc{k} = arith.addi %acc{k - 1}, %m{k} : i32""" for k in range(1, 6))
 
 
+_VECTOR_SHIFTS = """
+      %va = vector.broadcast %ia : i32 to vector<4xi32>
+      %vb = vector.broadcast %ib : i32 to vector<4xi32>
+      %k16 = arith.constant dense<16> : vector<4xi32>
+      %k3 = arith.constant dense<3> : vector<4xi32>
+      %s0 = arith.shrui %va, %k16 : vector<4xi32>
+      %s1 = arith.shli %vb, %k3 : vector<4xi32>
+      %s2 = arith.shrsi %va, %k16 : vector<4xi32>
+      %x0 = arith.xori %s0, %s1 : vector<4xi32>
+      %x1 = arith.addi %x0, %s2 : vector<4xi32>"""
+
+
 CASES = {
     "shifts by constants": ("""
       %k0 = arith.constant 0 : i32
@@ -161,6 +173,11 @@ CASES = {
       %b3 = arith.xori %b2, %a4 : i32
       %b4 = arith.addi %b3, %a5 : i32
       %r = arith.xori %b4, %a6 : i32""", "i32", 1),
+    # FlyDSL's bf16 rounding shifts vectors by a splat (`dense<16>`); a non-splat count stays Python
+    "vector shifts by splats": (_VECTOR_SHIFTS + """
+      %kv = arith.constant dense<[0, 1, 31, 7]> : vector<4xi32>
+      %s3 = arith.shrui %vb, %kv : vector<4xi32>
+      %r = arith.xori %x1, %s3 : vector<4xi32>""", "vector<4xi32>", 4),
     "vector shuffle": ("""
       %va = vector.broadcast %ia : i32 to vector<4xi32>
       %vb = vector.broadcast %ib : i32 to vector<2xi32>
@@ -309,6 +326,13 @@ def _twin(name: str, tested: set[str]) -> bool:
         if name in table:
             return any(emitters.get(t) is emitters[name] and table.get(t) == table[name] for t in tested)
     return any(emitters.get(t) is emitters[name] for t in tested)
+
+
+def test_vector_shifts_by_a_splat_are_compiled():
+    got, stats = _run(_VECTOR_SHIFTS + "\n      %r = arith.addi %x1, %va : vector<4xi32>", "vector<4xi32>", "on", 4)
+    want, _ = _run(_VECTOR_SHIFTS + "\n      %r = arith.addi %x1, %va : vector<4xi32>", "vector<4xi32>", "off", 4)
+    assert not {"arith.shrui", "arith.shli", "arith.shrsi"} & set(stats["interpreted"]), stats
+    np.testing.assert_array_equal(got, want)
 
 
 def test_every_compiled_op_is_covered_by_a_case():

@@ -133,7 +133,7 @@ class COp:
     res: str  # the result's C array name
     elem: Elem  # the result's element type
     n: int  # the result's width
-    lits: list[int | None]  # operand k's value when it is a literal (a constant), else None
+    lits: list[int | None]  # operand k's value when it is a literal or an integer splat, else None
 
     def each(self, expr: Callable[[str], str]) -> list[str]:
         """`res[j] = expr(j)` for every element j."""

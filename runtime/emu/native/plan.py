@@ -112,7 +112,8 @@ class Planner:
                             (lambda j, c=vin.cname: f"{c}[{j}]"))
             elems.append(elem_of(ty))
             widths.append(width_of(ty))
-        lits = [t.consts.get(v) if a is None else None for v, a in zip(op.operands, arrays)]
+        # a literal's value; a splat vector's one value (read from its array all the same)
+        lits = [t.consts.get(v) if a is None else t.splats.get(v) for v, a in zip(op.operands, arrays)]
         lines = emit(COp(op, args, arrays, elems, widths, f"v{op.results[0]}", elem, width_of(rtype), lits))
         return None if lines is None else Compiled(op, lines, ins)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ldssan.passes.ir.irview import DenseAttr, Op
@@ -54,16 +56,19 @@ for _name in _BINARY:
         emits(_name)(binary)
 
 _WORDS = (8, 16, 32, 64)
+_SPLAT = re.compile(r"dense<(-?\d+)>")  # an integer splat: one value for every element
 
 
 @emits("arith.shli", "arith.shrui", "llvm.shl", "llvm.lshr")
 def shift(t, op: Op) -> None:
     """A shift by a constant below the width (what the device runtime's hooks do at every
-    word): numpy's shift at once, without `R.shli`/`R.shrui`'s checks for counts past the
-    width (~6x faster on a wave's lanes); any other shift goes through them."""
+    word; a vector's by a splat, as FlyDSL's bf16 rounding shifts by `dense<16>`): numpy's
+    shift at once, without `R.shli`/`R.shrui`'s checks for counts past the width (~6x faster
+    on a wave's lanes); any other shift goes through them."""
     a, b = op.operands
     rt = op.result_types[0]
-    count = t.consts.get(b)
+    count = t.splats.get(b) if rt.kind == "vector" else t.consts.get(b)  # a vector's: by one splat count
+    rt = rt.scalar
     if rt.kind != "int" or rt.width not in _WORDS or count is None or not 0 <= count < rt.width:
         binary(t, op)
         return
@@ -87,6 +92,9 @@ def constant(t, op: Op) -> None:
     t.out(f"{t.v(op.results[0])} = {const_expr(value, rt)}")
     if rt.kind == "int" and isinstance(value, int) and not isinstance(value, bool):
         t.consts[op.results[0]] = value  # read by emitters that specialise on a constant
+    splat = _SPLAT.match(value.text) if isinstance(value, DenseAttr) else None
+    if splat is not None and rt.kind == "vector" and rt.elem.kind == "int":
+        t.splats[op.results[0]] = int(splat.group(1))  # every element one integer (shift counts)
 
 
 def const_expr(value, rt: Type) -> str:

@@ -24,8 +24,8 @@ from functools import cache
 from pathlib import Path
 
 from ldssan.passes.ir.caches import register_cache
-from ldssan.runtime.zig import zig_command, zig_version
 from ldssan.passes.ir.errors import LdssanError
+from ldssan.runtime.zig import zig_command, zig_version
 
 # for this CPU (AVX2 where there is one: the runs are memory-bound loops, 1.5x faster than
 # SSE4.2's); the CPU's identity is part of the cache key, so a cache shared by machines

@@ -407,7 +407,6 @@ def _build_native(planner: Planner | None) -> NativeSummary | None:
     return summary
 
 
-
 _REFUSALS: dict[str, str | None] = {}  # lockstep refusals by IR key (None: lockstep runs it)
 
 

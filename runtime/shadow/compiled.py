@@ -12,7 +12,7 @@ numpy, compiled -- on random programs; tests/sanitizer/test_compiled_checks.py, 
 Where the numpy path gathers `bad[slots]`, the C reads `bad[e]` per entry; an event id at or
 past the bitmap's end counts as not known (1), as `Clock.bad` reads ids >= L.
 
-Built once per machine by `runtime/cc.py` (about 0.3 s, then loaded from the disk cache);
+Built once per machine by `runtime/cc.py` (0.14 s cold, then loaded from the disk cache);
 without a compiler the shadow stays numpy. Used by lockstep launches that have native runs
 (`Session.begin_batch`); `FLYDSL_LDSSAN_NATIVE=off` turns both off.
 """
@@ -85,6 +85,7 @@ _TYPES = {8: ("int64_t", "i64"), 4: ("int32_t", "i32")}
 SOURCE = "#include <stdint.h>\n" + "".join(
     _TEMPLATE.replace("_S(", f"_{s}(").replace("SLOT", t)
     for t, s in _TYPES.values())
+
 
 def _rows_ok(rows: np.ndarray) -> bool:
     return rows.dtype == np.int64 and rows.flags.c_contiguous
@@ -175,14 +176,24 @@ def kernels(itemsize: int) -> Kernels | None:
 CLEAN = "clean"  # LdsShadow.check_reads: the C found the group clean (it stores it too)
 
 
+# Rows below which an access stays in numpy: a C call's fixed cost (ctypes, the addresses of
+# its arrays) is tens of microseconds, numpy's check of a few rows less (RMSNorm's writes of
+# a few hundred rows were slower in C). Tests set 0 to run every access through the C.
+MIN_ROWS = 1024
+
+
 def write(sh, wave: int, eid: int, fp, bad: np.ndarray) -> bool:
     """`LdsShadow.apply` of plain write `eid` done in C (False: nothing changed)."""
+    if fp.rows.size < MIN_ROWS:
+        return False
     ck = kernels(sh.wl.dtype.itemsize)
     return ck is not None and ck.write(sh, wave, eid, fp.rows, fp.lanes, bad)
 
 
 def reads_clean(sh, g, bad: np.ndarray) -> bool:
     """`LdsShadow.check_reads` of read group `g` found it clean in C (then `store_reads`)."""
+    if g.rows.size < MIN_ROWS:
+        return False
     ck = kernels(sh.wl.dtype.itemsize)
     return ck is not None and ck.reads_check(sh, g, bad)
 

@@ -4,6 +4,7 @@ linked gfx1250 code object and its ISA with a line table, with no ROCm on the ma
 from __future__ import annotations
 
 import inspect
+import shlex
 import struct
 
 import pytest
@@ -25,7 +26,7 @@ def test_the_install_provides_a_working_ld_lld(monkeypatch):
     # the shim starts zig itself, no child interpreter (its start-up, with a sitecustomize
     # that imports much, cost seconds per link)
     shim = (linker_root() / "llvm" / "bin" / "ld.lld").read_text()
-    assert zig_command() == (zig_command()[0],) and shim.split("\n")[1].startswith(f"exec {zig_command()[0]} ld.lld")
+    assert zig_command() == (zig_command()[0],) and shim.split("\n")[1].startswith(f"exec {shlex.quote(zig_command()[0])} ld.lld")
 
 
 @pytest.fixture(scope="module")

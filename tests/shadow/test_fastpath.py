@@ -42,6 +42,12 @@ def _run(prog: Program, engine_cls, policy="rr", pending_cap=None):
 CompiledEngine = functools.partial(ShadowEngine, compiled=True)
 
 
+@pytest.fixture(autouse=True)
+def _every_access_through_the_c(monkeypatch):
+    """The random programs' accesses are a few rows: below `MIN_ROWS` they would stay numpy."""
+    monkeypatch.setattr(compiled_mod, "MIN_ROWS", 0)
+
+
 def _same(prog: Program, policies=("rr", ("random", 1), ("blocks", 2)), pending_cap=None, byte_granule=True):
     for policy in policies:
         ref = _run(prog, ReferenceEngine, policy, pending_cap)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from ldssan.passes.ir.irview import DenseAttr, Op
 from ldssan.passes.ir.types import Type
+from ..rt.convert import dense
 from . import emits
 
 _BINARY = {
@@ -56,7 +55,6 @@ for _name in _BINARY:
         emits(_name)(binary)
 
 _WORDS = (8, 16, 32, 64)
-_SPLAT = re.compile(r"dense<(-?\d+)>")  # an integer splat: one value for every element
 
 
 @emits("arith.shli", "arith.shrui", "llvm.shl", "llvm.lshr")
@@ -92,9 +90,10 @@ def constant(t, op: Op) -> None:
     t.out(f"{t.v(op.results[0])} = {const_expr(value, rt)}")
     if rt.kind == "int" and isinstance(value, int) and not isinstance(value, bool):
         t.consts[op.results[0]] = value  # read by emitters that specialise on a constant
-    splat = _SPLAT.match(value.text) if isinstance(value, DenseAttr) else None
-    if splat is not None and rt.kind == "vector" and rt.elem.kind == "int":
-        t.splats[op.results[0]] = int(splat.group(1))  # every element one integer (shift counts)
+    if isinstance(value, DenseAttr) and rt.kind == "vector" and rt.elem.kind == "int":
+        arr = dense(value.text, str(rt))  # the constant as the run will hold it
+        if arr.size and (arr == arr[0]).all():
+            t.splats[op.results[0]] = int(arr[0])  # every element one integer (shift counts)
 
 
 def const_expr(value, rt: Type) -> str:

@@ -8,7 +8,7 @@ keeps the records held back until `finish()`:
 |---------------|------------------------------|--------------------------------------------------|
 | _uninit       | read event -> [Record]       | LDS030 held back: a later unordered write of the |
 |               |                              | bytes means the read raced it (§7)               |
-| _ambiguous    | write event -> [(WAR, RAW)]  | same-phase read/write races of that write (§6a)  |
+| _ambiguous    | write event -> {(WAR, RAW)}  | same-phase read/write races of that write (§6a)  |
 | _consumed     | set of write events          | ... whose data a later half-phase read in order  |
 | _seg_recs     | set of Record                | conflict records pushed in the current half-phase|
 | _seg_now      | int                          | that half-phase (seg)                            |
@@ -233,23 +233,28 @@ class Applier:
         first = first[np.argsort(conf.pos[first], kind="stable")]
         lds = self._lds
         events = lds.events
+        theirs_lane = lds.lanes_at(conf.prior[first], conf.prior_lane[first], grp[conf.row[first]],
+                                   byte[conf.row[first]]).tolist()
+        infos: dict = {}
+        verdicts: dict = {}  # per (prior, served): classify asks nothing of the workgroup
         out: dict = {}
-        for i in first.tolist():
+        for n, i in enumerate(first.tolist()):
             prior = int(conf.prior[i])
-            p = events.info(prior)
+            p = infos.get(prior)
+            if p is None:
+                p = infos[prior] = events.info(prior)
             r = int(conf.row[i])
             mine = (cur.site, cur.wave, int(lane[r]))
-            theirs = (p.site, p.wave, lds.lane_at(prior, int(conf.prior_lane[i]), int(grp[r]), int(byte[r])))
+            theirs = (p.site, p.wave, theirs_lane[n])
             if conf.served[i] and _same_phase_read_write(p, cur):
-                war = self._pair_record(classify(p, cur, snap, self._waves, served=True), mine, theirs,
-                                        int(byte[r]), g[i])
-                raw = self._pair_record(classify(p, cur, snap, self._waves), mine, theirs, int(byte[r]), g[i])
+                war, raw = (self._verdict(verdicts, prior, p, cur, snap, s) for s in (True, False))
+                war = self._pair_record(war, mine, theirs, int(byte[r]), g[i])
+                raw = self._pair_record(raw, mine, theirs, int(byte[r]), g[i])
                 writer = prior if p.op != OP_READ else eid
-                pairs = self._ambiguous.setdefault(writer, [])
-                if (war, raw) not in pairs:
-                    pairs.append((war, raw))
+                # an ordered set: a list's `in` made a race in every workgroup of a batch quadratic
+                self._ambiguous.setdefault(writer, {})[(war, raw)] = None
                 continue
-            v = classify(p, cur, snap, self._waves)
+            v = self._verdict(verdicts, prior, p, cur, snap, False)
             if v.rule == Rule.WAW and self._values.same(prior, eid, int(g[i])):
                 v = v._replace(rule=Rule.WAW_SAME_VALUE)  # benign: every order stores these bytes
             if v.flip:
@@ -259,6 +264,12 @@ class Applier:
                 out[k] = self._record(v.rule, v.cause, mine[0], theirs[0], int(byte[r]), mine[1], theirs[1],
                                       mine[2], theirs[2], g[i], v.extra)
         return list(out.values())
+
+    def _verdict(self, memo: dict, prior: int, p, cur, snap, served: bool):
+        got = memo.get((prior, served))
+        if got is None:
+            got = memo[(prior, served)] = classify(p, cur, snap, self._waves, served=served)
+        return got
 
     def _pair_record(self, v, mine, theirs, byte, g) -> Record:
         if v.flip:

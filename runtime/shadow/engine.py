@@ -108,7 +108,7 @@ class ShadowEngine(Intake, Phases, Ordering, Applier):
         self._queues: list[deque] = [deque() for _ in range(self.n_waves + 1)]
         self._pending = 0
         self._uninit: dict[int, list] = {}
-        self._ambiguous: dict[int, list] = {}
+        self._ambiguous: dict[int, dict] = {}
         self._consumed: set[int] = set()
         self._seg_recs: set = set()
         self._seg_now = -1

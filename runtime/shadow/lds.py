@@ -79,7 +79,7 @@ from .errors import ShadowInternalError
 from .kinds import N_COUNTERS, OP_ATOMIC, OP_READ, OP_WRITE
 from .tables import (  # noqa: F401  (re-exported)
     _U64, byte_footprint, _EMPTY_I, _GROUP_ROWS_MAX, _INTP_SLOTS_MAX, _READ_GROUPS, LANE_PER_BYTE, MAX_GRANULE_LOG2, Clock,
-    Conflicts, EventTable, Footprint, ReadGroup, _cnz, _read_group_rows, none_bad,
+    Conflicts, EventTable, Footprint, LaneIndex, ReadGroup, _cnz, _read_group_rows, none_bad,
 )
 
 
@@ -548,17 +548,21 @@ class LdsShadow:
         self._per_byte = {e: p for e, p in self._per_byte.items() if e in live or e >= pending}
         self._prune_at = max(self.PRUNE_AT, 2 * len(self._per_byte))
 
-    def lane_at(self, eid: int, stored: int, g: int, byte: int) -> int:
-        """The lane of event `eid` that accessed byte `byte` of group `g` (the last one, as a
-        per-byte store would keep), given the lane value stored in its slot."""
-        if stored != LANE_PER_BYTE:
-            return int(stored)
-        pay = self._per_byte.get(eid)
-        if pay is None:  # an invariant broke: name it rather than a bare KeyError
-            raise ShadowInternalError(f"the lanes of LDS event {eid} were dropped while a slot still held it")
-        grp, bytes_, lane = byte_footprint(pay)
-        hit = np.flatnonzero((grp == g) & (bytes_ == byte))
-        return int(lane[hit[-1]])
+    def lanes_at(self, eids: np.ndarray, stored: np.ndarray, g: np.ndarray, byte: np.ndarray) -> np.ndarray:
+        """Per i: the lane of event eids[i] that accessed byte byte[i] of group g[i] (the last
+        one, as a per-byte store keeps), given the lane value stored[i] in its slot."""
+        out = stored.astype(np.int64)
+        per = np.flatnonzero(stored == LANE_PER_BYTE)
+        for eid in np.unique(eids[per]).tolist():  # one index per event, not a scan per group
+            pay = self._per_byte.get(eid)
+            if pay is None:  # an invariant broke: name it rather than a bare KeyError
+                raise ShadowInternalError(f"the lanes of LDS event {eid} were dropped while a slot still held it")
+            k = per[eids[per] == eid]
+            got = LaneIndex(pay).last(g[k], byte[k])
+            if got is None:
+                raise ShadowInternalError(f"LDS event {eid} did not touch every byte it is said to race on")
+            out[k] = got
+        return out
 
 
 def _tdm_granules(o: np.ndarray, k: int, B: int):

@@ -292,6 +292,33 @@ def byte_footprint(pay):
     return tdm_footprint(pay[1])
 
 
+class LaneIndex:
+    """Which lane of a payload touched a byte last (as a per-byte store keeps it): its bytes
+    sorted once by group << 32 | byte, equal keys in footprint order (a stable sort), so each
+    question is a binary search, not a scan of the footprint."""
+
+    def __init__(self, pay):
+        self.grp, self.byte, self.lane = byte_footprint(pay)
+        b = self.byte
+        self.keys = None  # a byte outside [0, 2**32): scanned instead
+        if not b.size or (int(b.min()) >= 0 and not int(b.max()) >> 32):
+            key = (self.grp.astype(np.int64) << 32) | b
+            order = np.argsort(key, kind="stable")
+            self.keys, self.sorted_lanes = key[order], self.lane[order]
+
+    def last(self, g: np.ndarray, byte: np.ndarray) -> np.ndarray | None:
+        """Per (group, byte) asked: the last lane to touch it; None if one was not touched."""
+        if self.keys is None or (byte.size and (int(byte.min()) < 0 or int(byte.max()) >> 32)):
+            hits = [np.flatnonzero((self.grp == gi) & (self.byte == bi)) for gi, bi in zip(g.tolist(), byte.tolist())]
+            return None if any(not h.size for h in hits) else \
+                np.array([self.lane[h[-1]] for h in hits], np.int64).reshape(g.shape)
+        k = (g.astype(np.int64) << 32) | byte
+        i = np.searchsorted(self.keys, k, side="right") - 1
+        if (i < 0).any() or (self.keys[i] != k).any():
+            return None
+        return self.sorted_lanes[i].astype(np.int64)
+
+
 class LaneFootprints:
     """Expands per-lane (address, size) into the bytes touched, lane-major: (group, byte, lane).
 

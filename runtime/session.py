@@ -131,7 +131,7 @@ class ShadowSession:
 
     def end_batch(self) -> int:
         """Every engine begun since the last call has run to its end. Returns how many of
-        their batches split per workgroup (`split.BatchSplit`)."""
+        their batches split into parts (`split.BatchSplit`)."""
         splits = sum(bool(finish()) for finish in self._open)
         self._open = []
         self.engines = []

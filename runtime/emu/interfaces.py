@@ -69,7 +69,7 @@ class Sanitizer(Protocol):
 
     def end_batch(self) -> int:
         """Every batch begun since the last call ran to its end; returns how many of them
-        split per workgroup (`split.BatchSplit`; 0 when batches never split)."""
+        split into parts (`split.BatchSplit`; 0 when batches never split)."""
 
     def finish(self) -> None:
         """The host call returned: hand its records over."""

@@ -1,5 +1,5 @@
 """The sanitizer hooks of a batch of workgroups: one engine while their sync streams agree,
-one engine per workgroup from the first event that reaches some of them only.
+one engine per part of the batch whose streams still agree once they part.
 
 A batch's happens-before engine keeps one counter and barrier state per wave, shared by the
 batch's workgroups (shadow/waves.py). That is exact while every event reaches all of the
@@ -7,11 +7,15 @@ batch's workgroups or none, as when they run the same instructions. An event und
 condition that differs across workgroups (a wait or ds op under `if block_id == 0`, a
 persistent loop one workgroup leaves before the others) reaches some only: applied to the
 shared state it would count a wait, an op or a barrier for workgroups that never issued it,
-and hide their races. At that first event the batch splits: one engine per workgroup is
-built by replaying the batch's events so far, each cut to that workgroup's lanes, and from
-then on each event goes to the engines of the workgroups it reaches. The emulation itself is
-never re-run. The batch engine's records are held until the batch ends: kept when it never
-split, dropped when it did (the per-workgroup engines saw every event again).
+and hide their races. At that event the part of the batch it reaches some of is split in
+two, the workgroups it reaches and the others: one engine each, built by replaying the
+part's events so far, cut to its workgroups' lanes; from then on each event goes to the
+parts it reaches. A grid-stride loop that some workgroups run once more than the others
+so leaves two engines, not one per workgroup. A part's log of events is bounded
+(`LOG_LANES`): past it the part splits into one engine per workgroup, which never split
+again and log nothing. The emulation itself is never re-run. A part's records are held
+until the batch ends and kept only for the parts that never split (the parts made from it
+saw every event again); a one-workgroup part pushes at once.
 """
 
 from __future__ import annotations
@@ -33,21 +37,43 @@ _INNER = {name: getattr(ShadowHooks, name) for name in METHODS}
 
 
 class _Held(list):
-    """The batch engine's ring until the batch ends (records in the order pushed)."""
+    """A part's ring until the batch ends (records in the order pushed)."""
 
     push = list.append
 
 
-class _GroupView:
-    """What `ShadowHooks` reads of a wave, for one workgroup of a batched wave."""
+class _PartView:
+    """What `ShadowHooks` reads of a wave, for the workgroups of one part of a batched wave."""
 
     __slots__ = ("wave", "mask", "L")
 
-    def __init__(self, ctx, g: int):
+    def __init__(self, ctx, cut, n: int):
         self.wave = ctx.wave
-        self.L = WAVE
+        self.L = WAVE * n
         live = np.broadcast_to(np.asarray(ctx.mask), (ctx.L,))
-        self.mask = live[g * WAVE:(g + 1) * WAVE]
+        self.mask = live[cut]
+
+
+class _Part:
+    """Workgroups of a batch (positions `ks`, ascending) whose sync streams agree so far,
+    and their engine; `cut` picks their lanes of a batched wave (None: the whole batch)."""
+
+    __slots__ = ("ks", "cut", "engine", "hooks", "held", "log")
+
+    def __init__(self, ks: np.ndarray, cut, engine, hooks: list, held, log: list | None):
+        self.ks = ks
+        self.cut = cut
+        self.engine = engine
+        self.hooks = hooks  # per wave of the batch: a ShadowHooks on this part's lanes
+        self.held = held
+        self.log = log  # (wave index, method, args) since the batch began; None: never splits
+
+
+def _lanes_of(ks: np.ndarray):
+    """The lanes of workgroups `ks` in a batched wave: a slice when they are consecutive."""
+    if int(ks[-1]) - int(ks[0]) + 1 == ks.size:
+        return slice(int(ks[0]) * WAVE, (int(ks[-1]) + 1) * WAVE)
+    return (ks[:, None] * WAVE + np.arange(WAVE)).ravel()
 
 
 class BatchSplit:
@@ -61,87 +87,108 @@ class BatchSplit:
         self.new_engine = new_engine  # (workgroup ids, ring) -> ShadowEngine
         self.ring = ring
         # a batch that cannot split (`Program.may_split`) pushes at once and logs nothing
-        self.held = _Held() if may_split else ring
-        self.engine = new_engine(self.groups, self.held)
-        self.log: list | None = [] if may_split else None  # (wave index, method, args) until the split
-        # logged lanes before the batch splits anyway, which bounds the log's memory
+        held = _Held() if may_split else ring
+        self.engine = new_engine(self.groups, held)  # the whole batch's (what observers see)
+        # logged lanes before a part splits per workgroup anyway, which bounds the log's memory
         self.log_cap = max(4096, LOG_LANES // max(1, self.ctxs[0].L if self.ctxs else 1))
-        self.per_group: list[list[ShadowHooks]] | None = None
-        self.engines: list = []
+        whole = _Part(np.arange(len(self.groups)), None, self.engine,
+                      [ShadowHooks(self.engine, ctx) for ctx in self.ctxs], held, [] if may_split else None)
+        self.parts = [whole]
+        self.parted = False
         for i, ctx in enumerate(self.ctxs):
-            ctx.san = BatchHooks(self, i, ShadowHooks(self.engine, ctx))
+            ctx.san = BatchHooks(self, i, whole.hooks[i])
 
     # -- does an event reach every workgroup of the batch, or none? ---------------------------
     def reaches_all(self, ctx, mask) -> bool:
         took = workgroups_reached(ctx, mask)
         return took is None or not took.any()
 
-    # -- the split -----------------------------------------------------------------------------
-    def divide(self) -> None:
-        """One engine per workgroup, fed the batch's events so far; the batch engine and its
-        held records are dropped."""
-        if self.log is None:
+    # -- the parts -------------------------------------------------------------------------------
+    def _part(self, ks: np.ndarray) -> _Part:
+        held = self.ring if ks.size == 1 else _Held()
+        engine = self.new_engine([self.groups[k] for k in ks.tolist()], held)
+        cut = _lanes_of(ks)
+        return _Part(ks, cut, engine, [ShadowHooks(engine, _PartView(ctx, cut, ks.size)) for ctx in self.ctxs],
+                     held, [] if ks.size > 1 else None)
+
+    def refine(self, part: _Part, reached: np.ndarray | None) -> _Part:
+        """Replace `part` by the part of its workgroups `reached` marks and the part of the
+        others (`reached` None: one part per workgroup), each fed `part`'s events so far.
+        Returns the first new part."""
+        if part.log is None:
             raise RuntimeError(
                 "ldssan: internal error: an event of a batched wave reached some of the batch's workgroups "
                 "only, which the kernel's IR did not foresee (uniformity.split_possible); rerun with batch=1 "
                 "and please report")
-        self.engines = [self.new_engine([g], self.ring) for g in self.groups]
-        self.per_group = [[ShadowHooks(engine, _GroupView(ctx, k)) for k, engine in enumerate(self.engines)]
-                          for ctx in self.ctxs]
-        log, self.log = self.log, None
-        self.engine, self.held = None, None
-        for i, name, args in log:
-            self.to_groups(i, name, args)
+        ks = part.ks
+        pieces = [ks[k:k + 1] for k in range(ks.size)] if reached is None else [ks[reached], ks[~reached]]
+        new = [self._part(p) for p in pieces]
+        for p in new:
+            for i, name, args in part.log:
+                self._apply(p, i, name, args)
+            if p.log is not None:
+                p.log = list(part.log)
+        at = self.parts.index(part)
+        self.parts[at:at + 1] = new
+        self.parted = True
+        return new[0]
 
-    def to_groups(self, i: int, name: str, args: tuple) -> None:
-        """The event `name(*args)` of wave `i`, to each workgroup it reaches, cut to its lanes."""
-        ctx, hooks = self.ctxs[i], self.per_group[i]
+    def dispatch(self, i: int, name: str, args: tuple) -> None:
+        """The event `name(*args)` of wave `i`, to each part it reaches (splitting a part it
+        reaches some workgroups of), cut to that part's lanes."""
+        took = None if name == "wave_end" else workgroups_reached(self.ctxs[i], args[-1])
+        for part in list(self.parts):
+            if took is not None:
+                sub = took[part.ks]
+                if not sub.any():
+                    continue
+                if not sub.all():
+                    part = self.refine(part, sub)
+            self._deliver(part, i, name, args)
+
+    def _deliver(self, part: _Part, i: int, name: str, args: tuple) -> None:
+        if part.log is not None:
+            part.log.append((i, name, args))
+            if len(part.log) > self.log_cap:
+                self.refine(part, None)  # the replay includes this event
+                return
+        self._apply(part, i, name, args)
+
+    def _apply(self, part: _Part, i: int, name: str, args: tuple) -> None:
+        ctx, h = self.ctxs[i], part.hooks[i]
         if name == "wave_end":
-            for engine in self.engines:
-                engine.wave_end(ctx.wave, args[0])
+            part.engine.wave_end(ctx.wave, args[0])
+            return
+        cut = part.cut
+        if cut is None:
+            _INNER[name](h, *args)
             return
         *vals, mask = args
         L = ctx.L
-        lanes = [j for j, v in enumerate(vals) if type(v) is np.ndarray and v.ndim and v.shape[0] == L]
-        whole = mask is ctx.mask
-        m_all = np.broadcast_to(np.asarray(mask), (L,))
-        for g, h in enumerate(hooks):
-            cut = slice(g * WAVE, (g + 1) * WAVE)
-            m = h.ctx.mask if whole else m_all[cut]
-            if not m.any():
-                continue
-            mine = list(vals)
-            for j in lanes:
-                mine[j] = vals[j][cut]
+        mine = [v[cut] if type(v) is np.ndarray and v.ndim and v.shape[0] == L else v for v in vals]
+        m = h.ctx.mask if mask is ctx.mask else np.broadcast_to(np.asarray(mask), (L,))[cut]
+        if m.any():
             _INNER[name](h, *mine, m)
 
     # -- the launcher's callbacks ----------------------------------------------------------------
     def wave_end(self, ctx, site) -> None:
-        i = self.ctxs.index(ctx)
-        if self.per_group is not None:
-            self.to_groups(i, "wave_end", (site,))
-            return
-        if self.log is not None:
-            self.log.append((i, "wave_end", (site,)))
-        self.engine.wave_end(ctx.wave, site)
+        self.dispatch(self.ctxs.index(ctx), "wave_end", (site,))
 
     def finish(self) -> bool:
-        """The batch ended: finish its engine(s); the records reach the session's ring.
+        """The batch ended: finish its engines; the records reach the session's ring.
         Returns whether the batch split."""
-        if self.engine is not None:
-            self.engine.finish()
-            if self.held is not self.ring:
-                for rec in self.held:
+        for part in self.parts:
+            part.engine.finish()
+            if part.held is not self.ring:
+                for rec in part.held:
                     self.ring.push(rec)
-            self.held = None
-        for engine in self.engines:
-            engine.finish()
-        return self.per_group is not None
+            part.held = None
+        return self.parted
 
 
 class BatchHooks:
     """`ctx.san` of a batched wave: forwards each hook call to the batch engine while it
-    reaches every workgroup (logging it), else splits the batch first (`BatchSplit`)."""
+    reaches every workgroup (logging it), else to the parts it reaches (`BatchSplit`)."""
 
     __slots__ = ("batch", "index", "inner", "ctx")
 
@@ -157,17 +204,18 @@ def _forward(name: str):
 
     def call(self, *args):
         batch = self.batch
-        if batch.per_group is None:
+        if not batch.parted:
             mask = args[-1]
             if mask is self.ctx.mask or batch.reaches_all(self.ctx, mask):
-                log = batch.log
+                whole = batch.parts[0]
+                log = whole.log
                 if log is not None:
                     log.append((self.index, name, args))
                     if len(log) > batch.log_cap:
-                        return batch.divide()  # the replay includes this event
+                        batch.refine(whole, None)  # the replay includes this event
+                        return None
                 return inner_fn(self.inner, *args)
-            batch.divide()
-        batch.to_groups(self.index, name, args)
+        batch.dispatch(self.index, name, args)
 
     return hook_method("BatchHooks", name, call)
 

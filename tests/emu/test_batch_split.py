@@ -1,6 +1,6 @@
 """Batched workgroups whose sync streams part: a wait, ds op or barrier under a condition that
 differs across workgroups, a persistent loop that one workgroup leaves before the others.
-The batch's engine splits into one engine per workgroup at the first such event
+The batch's engine splits at each such event into the workgroups it reaches and the others
 (`runtime/emu/split.py`), so every report is the report of the workgroups run one by one;
 the emulation runs on batched (a TDM op is issued only by the waves that reach it), and a
 loop a workgroup could spin in waiting on one that left it is not batched."""
@@ -93,20 +93,20 @@ def test_a_batch_splits_only_where_the_streams_part():
     from ldssan.runtime.emu import split as S
 
     parted = []
-    real = S.BatchSplit.divide
+    real = S.BatchSplit.refine
 
-    def divide(self):
-        parted.append(len(self.log))
-        return real(self)
+    def refine(self, part, reached):
+        parted.append(len(part.log))
+        return real(self, part, reached)
 
-    S.BatchSplit.divide = divide
+    S.BatchSplit.refine = refine
     try:
         for name, (sync, _racy) in SYNCS.items():
             _sanitized(module(PARTED.format(sync=sync), "%out: !llvm.ptr<1>", 512), policy="lockstep", batch=2)
         same = "      rocdl.s.wait.dscnt 0"  # every workgroup waits: one stream
         _sanitized(module(PARTED.format(sync=same), "%out: !llvm.ptr<1>", 512), policy="lockstep", batch=2)
     finally:
-        S.BatchSplit.divide = real
+        S.BatchSplit.refine = real
     # each parted kernel split once, after the events every workgroup had in common
     assert len(parted) == len(SYNCS) and all(n > 0 for n in parted), parted
 
@@ -254,3 +254,59 @@ def test_mega_moe_with_workgroups_leaving_the_work_loop_apart(name):
     if name == "clean":
         assert got["round-robin", 1][0] == []
         assert torch.equal(got["lockstep", "auto"][1], got["round-robin", 1][1])
+
+
+# a grid-stride loop, `for row in range(block_id, 10, 4)` as FlyDSL's persistent kernels run
+# it: workgroups 0-1 make 3 trips, 2-3 make 2. Each trip stores to LDS and reads the other
+# wave's word; {sync} is the barrier between (nothing: a race in every trip)
+GRID_STRIDE = """
+      %c1 = arith.constant 1 : i32
+      %c4 = arith.constant 4 : i32
+      %c10 = arith.constant 10 : i32
+      %c32 = arith.constant 32 : i32
+      %c64 = arith.constant 64 : i32
+      %bx = gpu.block_id x
+      %b = arith.index_cast %bx : index to i32
+      %lds = llvm.mlir.addressof @lds : !llvm.ptr<3>
+      %q = llvm.getelementptr %lds[%t] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i32
+      %u = arith.addi %t, %c32 : i32
+      %o = arith.remsi %u, %c64 : i32
+      %q2 = llvm.getelementptr %lds[%o] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i32
+      %last = scf.while (%x = %b) : (i32) -> (i32) {
+        %go = arith.cmpi slt, %x, %c10 : i32
+        scf.condition(%go) %x : i32
+      } do {
+      ^bb0(%y: i32):
+        llvm.store %y, %q : i32, !llvm.ptr<3>
+{sync}
+        %v = llvm.load %q2 : !llvm.ptr<3> -> i32
+        gpu.barrier
+        %nx = arith.addi %y, %c4 : i32
+        scf.yield %nx : i32
+      }
+      %p = llvm.getelementptr %out[%t] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, i32
+      llvm.store %last, %p : i32, !llvm.ptr<1>"""
+
+
+@pytest.mark.parametrize("racy", [False, True])
+def test_a_grid_stride_loop_parts_the_batch_in_two(racy, monkeypatch):
+    """The workgroups that leave the loop a trip early part from the others once, into two
+    engines (one per trip count), not one per workgroup; the reports are the one-by-one
+    reports."""
+    from ldssan.runtime.emu import split as S
+
+    parts = []
+    real = S.BatchSplit.finish
+    monkeypatch.setattr(S.BatchSplit, "finish",
+                        lambda self: parts.append([p.ks.tolist() for p in self.parts]) or real(self))
+    text = module(GRID_STRIDE.replace("{sync}", "" if racy else "        gpu.barrier"), "%out: !llvm.ptr<1>", 512)
+
+    def races(**launch):
+        return _races(sanitize_mlir(text, [np.zeros(128, np.int32)], grid=(4, 1, 1), policy="lockstep", **launch))
+
+    alone = races(batch=1)
+    parts.clear()
+    together = races(batch=4)
+    assert together == alone
+    assert parts == [[[0, 1], [2, 3]]], parts
+    assert bool(alone) == racy and (not racy or {g for _c, gs, _l, _o in alone for g in gs} == {0, 1, 2, 3}), alone

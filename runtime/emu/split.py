@@ -12,7 +12,7 @@ two, the workgroups it reaches and the others: one engine each, built by replayi
 part's events so far, cut to its workgroups' lanes; from then on each event goes to the
 parts it reaches. A grid-stride loop that some workgroups run once more than the others
 so leaves two engines, not one per workgroup. A part's log of events is bounded
-(`LOG_LANES`): past it the part splits into one engine per workgroup, which never split
+(`LOG_BYTES`): past it the part splits into one engine per workgroup, which never split
 again and log nothing. The emulation itself is never re-run. A part's records are held
 until the batch ends and kept only for the parts that never split (the parts made from it
 saw every event again); a one-workgroup part pushes at once.
@@ -29,7 +29,11 @@ from .interfaces import HOOK_METHODS, hook_method
 from .wave import workgroups_reached
 
 WAVE = 32
-LOG_LANES = 1 << 24  # lanes of logged events (per-lane arrays of 8 bytes: ~128 MiB at most)
+# bytes a part's log of events may hold: each entry's arrays (their whole base, which the log
+# keeps alive), plus ENTRY_BYTES for its Python objects. Counted by bytes, not events: a
+# persistent kernel's log is mostly barriers and waits, which hold no lane arrays
+LOG_BYTES = 1 << 28
+ENTRY_BYTES = 256
 # the hook methods of `ShadowHooks` a batch forwards (every `__ldssan_*` hook of the ABI, and
 # the emulator-only `stored`)
 METHODS = HOOK_METHODS
@@ -58,7 +62,7 @@ class _Part:
     """Workgroups of a batch (positions `ks`, ascending) whose sync streams agree so far,
     and their engine; `cut` picks their lanes of a batched wave (None: the whole batch)."""
 
-    __slots__ = ("ks", "cut", "engine", "hooks", "held", "log")
+    __slots__ = ("ks", "cut", "engine", "hooks", "held", "log", "logged")
 
     def __init__(self, ks: np.ndarray, cut, engine, hooks: list, held, log: list | None):
         self.ks = ks
@@ -67,6 +71,22 @@ class _Part:
         self.hooks = hooks  # per wave of the batch: a ShadowHooks on this part's lanes
         self.held = held
         self.log = log  # (wave index, method, args) since the batch began; None: never splits
+        self.logged = 0  # bytes the log holds (`entry_bytes`)
+
+    def keep(self, i: int, name: str, args: tuple) -> bool:
+        """Log an event; False once the log is past `LOG_BYTES`."""
+        self.log.append((i, name, args))
+        self.logged += entry_bytes(args)
+        return self.logged <= LOG_BYTES
+
+
+def entry_bytes(args: tuple) -> int:
+    """What logging an event's `args` holds in memory, about (`LOG_BYTES`)."""
+    n = ENTRY_BYTES
+    for v in args:
+        if type(v) is np.ndarray:
+            n += (v.base if isinstance(v.base, np.ndarray) else v).nbytes
+    return n
 
 
 def _lanes_of(ks: np.ndarray):
@@ -89,8 +109,6 @@ class BatchSplit:
         # a batch that cannot split (`Program.may_split`) pushes at once and logs nothing
         held = _Held() if may_split else ring
         self.engine = new_engine(self.groups, held)  # the whole batch's (what observers see)
-        # logged lanes before a part splits per workgroup anyway, which bounds the log's memory
-        self.log_cap = max(4096, LOG_LANES // max(1, self.ctxs[0].L if self.ctxs else 1))
         whole = _Part(np.arange(len(self.groups)), None, self.engine,
                       [ShadowHooks(self.engine, ctx) for ctx in self.ctxs], held, [] if may_split else None)
         self.parts = [whole]
@@ -127,7 +145,7 @@ class BatchSplit:
             for i, name, args in part.log:
                 self._apply(p, i, name, args)
             if p.log is not None:
-                p.log = list(part.log)
+                p.log, p.logged = list(part.log), part.logged
         at = self.parts.index(part)
         self.parts[at:at + 1] = new
         self.parted = True
@@ -147,11 +165,9 @@ class BatchSplit:
             self._deliver(part, i, name, args)
 
     def _deliver(self, part: _Part, i: int, name: str, args: tuple) -> None:
-        if part.log is not None:
-            part.log.append((i, name, args))
-            if len(part.log) > self.log_cap:
-                self.refine(part, None)  # the replay includes this event
-                return
+        if part.log is not None and not part.keep(i, name, args):
+            self.refine(part, None)  # the replay includes this event
+            return
         self._apply(part, i, name, args)
 
     def _apply(self, part: _Part, i: int, name: str, args: tuple) -> None:
@@ -208,12 +224,9 @@ def _forward(name: str):
             mask = args[-1]
             if mask is self.ctx.mask or batch.reaches_all(self.ctx, mask):
                 whole = batch.parts[0]
-                log = whole.log
-                if log is not None:
-                    log.append((self.index, name, args))
-                    if len(log) > batch.log_cap:
-                        batch.refine(whole, None)  # the replay includes this event
-                        return None
+                if whole.log is not None and not whole.keep(self.index, name, args):
+                    batch.refine(whole, None)  # the replay includes this event
+                    return None
                 return inner_fn(self.inner, *args)
         batch.dispatch(self.index, name, args)
 

@@ -310,3 +310,21 @@ def test_a_grid_stride_loop_parts_the_batch_in_two(racy, monkeypatch):
     assert together == alone
     assert parts == [[[0, 1], [2, 3]]], parts
     assert bool(alone) == racy and (not racy or {g for _c, gs, _l, _o in alone for g in gs} == {0, 1, 2, 3}), alone
+
+
+def test_a_part_past_the_log_bound_splits_per_workgroup(monkeypatch):
+    """A part whose event log outgrows `LOG_BYTES` splits into one engine per workgroup (which
+    log nothing), and still reports what the workgroups run one by one report."""
+    from ldssan.runtime.emu import split as S
+
+    parts = []
+    real = S.BatchSplit.finish
+    monkeypatch.setattr(S.BatchSplit, "finish",
+                        lambda self: parts.append([p.ks.tolist() for p in self.parts]) or real(self))
+    monkeypatch.setattr(S, "LOG_BYTES", 20 * S.ENTRY_BYTES)
+    text = module(GRID_STRIDE.replace("{sync}", ""), "%out: !llvm.ptr<1>", 512)
+    alone = _races(sanitize_mlir(text, [np.zeros(128, np.int32)], grid=(4, 1, 1), policy="lockstep", batch=1))
+    parts.clear()
+    together = _races(sanitize_mlir(text, [np.zeros(128, np.int32)], grid=(4, 1, 1), policy="lockstep", batch=4))
+    assert parts == [[[0], [1], [2], [3]]], parts
+    assert together == alone and alone

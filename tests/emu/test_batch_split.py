@@ -18,16 +18,19 @@ from .test_copies_wmma import _tdm_body
 from .test_lockstep import WORK_LOOP
 from .test_ops import module
 
-# every lane stores its id to LDS; some workgroups wait for their stores (dscnt) before a bare
-# split barrier (which does not wait for them), then each lane reads a word of the other wave
-PARTED = """
-      %c0 = arith.constant 0 : i32
+# each lane's LDS word (%q) and its workgroup id (%b)
+LANE_SLOT = """
       %c32 = arith.constant 32 : i32
       %c64 = arith.constant 64 : i32
       %bx = gpu.block_id x
       %b = arith.index_cast %bx : index to i32
       %lds = llvm.mlir.addressof @lds : !llvm.ptr<3>
-      %q = llvm.getelementptr %lds[%t] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i32
+      %q = llvm.getelementptr %lds[%t] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i32"""
+
+# every lane stores its id to LDS; some workgroups wait for their stores (dscnt) before a bare
+# split barrier (which does not wait for them), then each lane reads a word of the other wave
+PARTED = """
+      %c0 = arith.constant 0 : i32""" + LANE_SLOT + """
       llvm.store %t, %q : i32, !llvm.ptr<3>
 {sync}
       rocdl.s.barrier.signal id = -1
@@ -262,13 +265,7 @@ def test_mega_moe_with_workgroups_leaving_the_work_loop_apart(name):
 GRID_STRIDE = """
       %c1 = arith.constant 1 : i32
       %c4 = arith.constant 4 : i32
-      %c10 = arith.constant 10 : i32
-      %c32 = arith.constant 32 : i32
-      %c64 = arith.constant 64 : i32
-      %bx = gpu.block_id x
-      %b = arith.index_cast %bx : index to i32
-      %lds = llvm.mlir.addressof @lds : !llvm.ptr<3>
-      %q = llvm.getelementptr %lds[%t] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i32
+      %c10 = arith.constant 10 : i32""" + LANE_SLOT + """
       %u = arith.addi %t, %c32 : i32
       %o = arith.remsi %u, %c64 : i32
       %q2 = llvm.getelementptr %lds[%o] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i32
@@ -288,43 +285,43 @@ GRID_STRIDE = """
       llvm.store %last, %p : i32, !llvm.ptr<1>"""
 
 
-@pytest.mark.parametrize("racy", [False, True])
-def test_a_grid_stride_loop_parts_the_batch_in_two(racy, monkeypatch):
-    """The workgroups that leave the loop a trip early part from the others once, into two
-    engines (one per trip count), not one per workgroup; the reports are the one-by-one
-    reports."""
+@pytest.fixture
+def parts_at_finish(monkeypatch) -> list:
+    """The workgroups (positions) of each part of every batch that split, at its end."""
     from ldssan.runtime.emu import split as S
 
     parts = []
     real = S.BatchSplit.finish
     monkeypatch.setattr(S.BatchSplit, "finish",
-                        lambda self: parts.append([p.ks.tolist() for p in self.parts]) or real(self))
+                        lambda self: (self.parted and parts.append([p.ks.tolist() for p in self.parts])) or real(self))
+    return parts
+
+
+def _grid_stride_races(racy: bool, batch: int) -> list:
     text = module(GRID_STRIDE.replace("{sync}", "" if racy else "        gpu.barrier"), "%out: !llvm.ptr<1>", 512)
+    return _races(sanitize_mlir(text, [np.zeros(128, np.int32)], grid=(4, 1, 1), policy="lockstep", batch=batch))
 
-    def races(**launch):
-        return _races(sanitize_mlir(text, [np.zeros(128, np.int32)], grid=(4, 1, 1), policy="lockstep", **launch))
 
-    alone = races(batch=1)
-    parts.clear()
-    together = races(batch=4)
+@pytest.mark.parametrize("racy", [False, True])
+def test_a_grid_stride_loop_parts_the_batch_in_two(racy, parts_at_finish):
+    """The workgroups that leave the loop a trip early part from the others once, into two
+    engines (one per trip count), not one per workgroup; the reports are the one-by-one
+    reports."""
+    parts = parts_at_finish
+    alone = _grid_stride_races(racy, batch=1)
+    together = _grid_stride_races(racy, batch=4)
     assert together == alone
     assert parts == [[[0, 1], [2, 3]]], parts
     assert bool(alone) == racy and (not racy or {g for _c, gs, _l, _o in alone for g in gs} == {0, 1, 2, 3}), alone
 
 
-def test_a_part_past_the_log_bound_splits_per_workgroup(monkeypatch):
+def test_a_part_past_the_log_bound_splits_per_workgroup(monkeypatch, parts_at_finish):
     """A part whose event log outgrows `LOG_BYTES` splits into one engine per workgroup (which
     log nothing), and still reports what the workgroups run one by one report."""
     from ldssan.runtime.emu import split as S
 
-    parts = []
-    real = S.BatchSplit.finish
-    monkeypatch.setattr(S.BatchSplit, "finish",
-                        lambda self: parts.append([p.ks.tolist() for p in self.parts]) or real(self))
     monkeypatch.setattr(S, "LOG_BYTES", 20 * S.ENTRY_BYTES)
-    text = module(GRID_STRIDE.replace("{sync}", ""), "%out: !llvm.ptr<1>", 512)
-    alone = _races(sanitize_mlir(text, [np.zeros(128, np.int32)], grid=(4, 1, 1), policy="lockstep", batch=1))
-    parts.clear()
-    together = _races(sanitize_mlir(text, [np.zeros(128, np.int32)], grid=(4, 1, 1), policy="lockstep", batch=4))
-    assert parts == [[[0], [1], [2], [3]]], parts
+    alone = _grid_stride_races(True, batch=1)
+    together = _grid_stride_races(True, batch=4)
+    assert parts_at_finish == [[[0], [1], [2], [3]]], parts_at_finish
     assert together == alone and alone

@@ -85,7 +85,8 @@ def entry_bytes(args: tuple) -> int:
     n = ENTRY_BYTES
     for v in args:
         if type(v) is np.ndarray:
-            n += (v.base if isinstance(v.base, np.ndarray) else v).nbytes
+            base = v.base
+            n += base.nbytes if type(base) is np.ndarray else v.nbytes
     return n
 
 

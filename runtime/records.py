@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import enum
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -266,7 +266,8 @@ class Ring:
         return self._data.nbytes + 64 * len(self.folded)
 
     def records(self) -> list[Record]:
-        return [Record(*(int(x) for x in row)) for row in self._data[: len(self)].tolist()]
+        # tolist() gives Python ints, in Record's field order (asserted at the end of the module)
+        return [Record(*row) for row in self._data[: len(self)].tolist()]
 
     def to_bytes(self) -> bytes:
         """Header + kept records, the layout a device buffer is copied back in."""
@@ -319,3 +320,7 @@ class Ring:
         self.written = 0
         self._seen.clear()
         self.folded.clear()
+
+
+# Ring.records builds a Record from a row as is: the two must list the same fields in order
+assert RECORD_DTYPE.names == tuple(f.name for f in fields(Record))

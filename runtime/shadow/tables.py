@@ -302,7 +302,7 @@ class LaneIndex:
         b = self.byte
         self.keys = None  # a byte outside [0, 2**32): scanned instead
         if not b.size or (int(b.min()) >= 0 and not int(b.max()) >> 32):
-            key = (self.grp.astype(np.int64) << 32) | b
+            key = (self.grp.astype(np.int64) << 32) | b.astype(np.int64, copy=False)
             order = np.argsort(key, kind="stable")
             self.keys, self.sorted_lanes = key[order], self.lane[order]
 
@@ -312,7 +312,7 @@ class LaneIndex:
             hits = [np.flatnonzero((self.grp == gi) & (self.byte == bi)) for gi, bi in zip(g.tolist(), byte.tolist())]
             return None if any(not h.size for h in hits) else \
                 np.array([self.lane[h[-1]] for h in hits], np.int64).reshape(g.shape)
-        k = (g.astype(np.int64) << 32) | byte
+        k = (g.astype(np.int64) << 32) | byte.astype(np.int64, copy=False)
         i = np.searchsorted(self.keys, k, side="right") - 1
         if (i < 0).any() or (self.keys[i] != k).any():
             return None

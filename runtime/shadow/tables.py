@@ -295,28 +295,27 @@ def byte_footprint(pay):
 class LaneIndex:
     """Which lane of a payload touched a byte last (as a per-byte store keeps it): its bytes
     sorted once by group << 32 | byte, equal keys in footprint order (a stable sort), so each
-    question is a binary search, not a scan of the footprint."""
+    question is a binary search, not a scan of the footprint. Bytes outside [0, 2**32) (an
+    out-of-range lane's) are left out: no LDS byte asked about is one of them."""
 
     def __init__(self, pay):
-        self.grp, self.byte, self.lane = byte_footprint(pay)
-        b = self.byte
-        self.keys = None  # a byte outside [0, 2**32): scanned instead
-        if not b.size or (int(b.min()) >= 0 and not int(b.max()) >> 32):
-            key = (self.grp.astype(np.int64) << 32) | b.astype(np.int64, copy=False)
-            order = np.argsort(key, kind="stable")
-            self.keys, self.sorted_lanes = key[order], self.lane[order]
+        grp, byte, lane = byte_footprint(pay)
+        byte = byte.astype(np.int64, copy=False)
+        ok = (byte >= 0) & (byte < 1 << 32)
+        key = (grp[ok].astype(np.int64) << 32) | byte[ok]
+        order = np.argsort(key, kind="stable")
+        self.keys, self.lanes = key[order], lane[ok][order]
 
     def last(self, g: np.ndarray, byte: np.ndarray) -> np.ndarray | None:
         """Per (group, byte) asked: the last lane to touch it; None if one was not touched."""
-        if self.keys is None or (byte.size and (int(byte.min()) < 0 or int(byte.max()) >> 32)):
-            hits = [np.flatnonzero((self.grp == gi) & (self.byte == bi)) for gi, bi in zip(g.tolist(), byte.tolist())]
-            return None if any(not h.size for h in hits) else \
-                np.array([self.lane[h[-1]] for h in hits], np.int64).reshape(g.shape)
-        k = (g.astype(np.int64) << 32) | byte.astype(np.int64, copy=False)
+        byte = byte.astype(np.int64, copy=False)
+        if byte.size and (int(byte.min()) < 0 or int(byte.max()) >> 32):
+            return None  # not an LDS byte: never in the index (its key would alias another group's)
+        k = (g.astype(np.int64) << 32) | byte
         i = np.searchsorted(self.keys, k, side="right") - 1
         if (i < 0).any() or (self.keys[i] != k).any():
             return None
-        return self.sorted_lanes[i].astype(np.int64)
+        return self.lanes[i].astype(np.int64)
 
 
 class LaneFootprints:

@@ -112,8 +112,7 @@ class BatchSplit:
         self.engine = new_engine(self.groups, held)  # the whole batch's (what observers see)
         whole = _Part(np.arange(len(self.groups)), None, self.engine,
                       [ShadowHooks(self.engine, ctx) for ctx in self.ctxs], held, [] if may_split else None)
-        self.parts = [whole]
-        self.parted = False
+        self.parts = [whole]  # more than one once the batch split
         for i, ctx in enumerate(self.ctxs):
             ctx.san = BatchHooks(self, i, whole.hooks[i])
 
@@ -149,7 +148,6 @@ class BatchSplit:
                 p.log, p.logged = list(part.log), part.logged
         at = self.parts.index(part)
         self.parts[at:at + 1] = new
-        self.parted = True
         return new[0]
 
     def dispatch(self, i: int, name: str, args: tuple) -> None:
@@ -200,7 +198,7 @@ class BatchSplit:
                 for rec in part.held:
                     self.ring.push(rec)
             part.held = None
-        return self.parted
+        return len(self.parts) > 1
 
 
 class BatchHooks:
@@ -221,7 +219,7 @@ def _forward(name: str):
 
     def call(self, *args):
         batch = self.batch
-        if not batch.parted:
+        if len(batch.parts) == 1:
             mask = args[-1]
             if mask is self.ctx.mask or batch.reaches_all(self.ctx, mask):
                 whole = batch.parts[0]

@@ -293,7 +293,7 @@ def parts_at_finish(monkeypatch) -> list:
     parts = []
     real = S.BatchSplit.finish
     monkeypatch.setattr(S.BatchSplit, "finish",
-                        lambda self: (self.parted and parts.append([p.ks.tolist() for p in self.parts])) or real(self))
+                        lambda self: (len(self.parts) > 1 and parts.append([p.ks.tolist() for p in self.parts])) or real(self))
     return parts
 
 
